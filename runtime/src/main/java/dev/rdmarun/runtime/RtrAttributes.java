@@ -1,0 +1,39 @@
+package dev.rdmarun.runtime;
+
+/**
+ * INIT→RTR: the remote QP and the path to it. For RC the IB spec also requires
+ * max_dest_rd_atomic (incoming READ/atomic depth) and min_rnr_timer (what this side asks a
+ * sender to wait when no receive is posted). RoCE always addresses through a GRH: sgidIndex
+ * chooses the local GID, and it must be of the same RoCE version and IP family as the peer's.
+ */
+public record RtrAttributes(
+        QpEndpoint remote,
+        int port,
+        int sgidIndex,
+        Mtu pathMtu,
+        int maxDestRdAtomic,
+        int minRnrTimer,
+        int hopLimit,
+        int trafficClass,
+        int serviceLevel) {
+
+    public RtrAttributes {
+        if (remote == null) throw new IllegalArgumentException("RTR needs the remote endpoint");
+        if (port < 1 || port > 255) throw new IllegalArgumentException("port out of range: " + port);
+        if (sgidIndex < 0 || sgidIndex > 255) throw new IllegalArgumentException("GID index out of range: " + sgidIndex);
+        if (minRnrTimer < 0 || minRnrTimer > 31) throw new IllegalArgumentException("min_rnr_timer is 0..31");
+    }
+
+    /** Defaults of ibv_rc_pingpong: 1 outstanding READ/atomic, min_rnr_timer 12 (0.64 ms), hop limit 1. */
+    public static RtrAttributes of(QpEndpoint remote, int port, int sgidIndex, Mtu pathMtu) {
+        return new RtrAttributes(remote, port, sgidIndex, pathMtu, 1, 12, 1, 0, 0);
+    }
+
+    public RtrAttributes withMaxDestRdAtomic(int n) {
+        return new RtrAttributes(remote, port, sgidIndex, pathMtu, n, minRnrTimer, hopLimit, trafficClass, serviceLevel);
+    }
+
+    public RtrAttributes withMinRnrTimer(int t) {
+        return new RtrAttributes(remote, port, sgidIndex, pathMtu, maxDestRdAtomic, t, hopLimit, trafficClass, serviceLevel);
+    }
+}

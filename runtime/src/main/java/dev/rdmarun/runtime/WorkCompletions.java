@@ -1,0 +1,105 @@
+package dev.rdmarun.runtime;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import dev.rdmarun.runtime.ffi.LibIbverbs;
+import dev.rdmarun.runtime.ffi.Structs;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A reusable off-heap array of ibv_wc that {@link CompletionQueue#poll} fills. Accessors read the
+ * native struct in place (a flyweight): polling and reading completions allocate nothing.
+ */
+public final class WorkCompletions implements AutoCloseable {
+    private static final long SIZE = Structs.IBV_WC.byteSize();
+    private static final int WC_WITH_IMM = 2;
+
+    private final Arena arena;
+    final MemorySegment segment;
+    private final int capacity;
+    int count;
+
+    public WorkCompletions(int capacity) {
+        if (capacity < 1) throw new IllegalArgumentException("capacity must be positive");
+        this.arena = Arena.ofShared();
+        this.segment = arena.allocate(Structs.IBV_WC, capacity);
+        this.capacity = capacity;
+    }
+
+    public int capacity() {
+        return capacity;
+    }
+
+    /** How many the last poll returned. */
+    public int count() {
+        return count;
+    }
+
+    private long at(int i) {
+        if (i < 0 || i >= count) throw new IndexOutOfBoundsException(i);
+        return i * SIZE;
+    }
+
+    public long wrId(int i) {
+        return segment.get(JAVA_LONG, at(i) + Structs.WC_WR_ID);
+    }
+
+    public int statusCode(int i) {
+        return segment.get(JAVA_INT, at(i) + Structs.WC_STATUS);
+    }
+
+    public WcStatus status(int i) {
+        return WcStatus.of(statusCode(i));
+    }
+
+    public boolean isSuccess(int i) {
+        return statusCode(i) == 0;
+    }
+
+    public WcOpcode opcode(int i) {
+        return WcOpcode.of(segment.get(JAVA_INT, at(i) + Structs.WC_OPCODE));
+    }
+
+    public int byteLength(int i) {
+        return segment.get(JAVA_INT, at(i) + Structs.WC_BYTE_LEN);
+    }
+
+    public boolean hasImmediate(int i) {
+        return (segment.get(JAVA_INT, at(i) + Structs.WC_WC_FLAGS) & WC_WITH_IMM) != 0;
+    }
+
+    /** Immediate data in host order (the wire carries it big-endian). */
+    public int immediate(int i) {
+        return Integer.reverseBytes(segment.get(JAVA_INT, at(i) + Structs.WC_IMM_DATA));
+    }
+
+    public int qpNum(int i) {
+        return segment.get(JAVA_INT, at(i) + Structs.WC_QP_NUM);
+    }
+
+    public int vendorError(int i) {
+        return segment.get(JAVA_INT, at(i) + Structs.WC_VENDOR_ERR);
+    }
+
+    /** ibv_wc_status_str plus the likely cause: for error reports, not for the polling loop. */
+    public String describe(int i) {
+        WcStatus s = status(i);
+        String text = LibIbverbs.get().wcStatusString(statusCode(i));
+        return "work request " + wrId(i) + " on QP " + qpNum(i) + ": " + text + " (" + s + ", vendor error 0x"
+                + Integer.toHexString(vendorError(i)) + ")" + (s.hint() != null ? "\n  hint: " + s.hint() : "");
+    }
+
+    /** Turns completion i into an exception when it failed. */
+    public VerbsException failure(int i) {
+        WcStatus s = status(i);
+        return new VerbsException("work request " + wrId(i) + " on QP " + qpNum(i) + " completed with "
+                + LibIbverbs.get().wcStatusString(statusCode(i)) + " (" + s + ")", 0, s.hint());
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+}
