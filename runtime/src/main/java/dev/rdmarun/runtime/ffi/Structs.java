@@ -36,8 +36,11 @@ public final class Structs {
     public static final long PTHREAD_MUTEX_SIZE = 40;
     public static final long PTHREAD_COND_SIZE = 48;
 
-    /** union ibv_gid: 16 raw bytes (network order). */
-    public static final MemoryLayout IBV_GID = bytes("raw", 16).withName("ibv_gid");
+    /**
+     * union ibv_gid: 16 raw bytes (network order). Its other member, struct { __be64 x2 } global, makes the
+     * union 8-byte aligned, which pads ibv_qp_attr (via ah_attr.grh.dgid) to 144 bytes, not 140.
+     */
+    public static final MemoryLayout IBV_GID = bytes("raw", 16).withByteAlignment(8).withName("ibv_gid");
 
     public static final StructLayout IBV_DEVICE_ATTR = CStruct.of("ibv_device_attr",
             bytes("fw_ver", 64), u64("node_guid"), u64("sys_image_guid"), u64("max_mr_size"), u64("page_size_cap"),
