@@ -31,6 +31,7 @@ import org.junit.jupiter.params.provider.EnumSource;
 /** The dispatcher completing real work in each idle mode, and its data path allocating nothing. */
 @Tag("rdma")
 class DispatcherDeviceTest {
+    private static final int ROUNDS = 8000;
     private Context context;
 
     @BeforeEach
@@ -127,18 +128,18 @@ class DispatcherDeviceTest {
             MemoryRegion mr = lo.pd.registerMemory(4096, EnumSet.of(Access.LOCAL_WRITE));
             try (PollingDispatcher d = PollingDispatcher.start("pingpong-" + mode, mode, lo.channel)) {
                 d.setUnmatchedCompletionHandler((wc, i) -> { });
-                PingPong pp = new PingPong(d, lo.a, lo.b, mr, 4000);
+                PingPong pp = new PingPong(d, lo.a, lo.b, mr, ROUNDS);
                 d.execute(() -> {
                     d.addCompletionQueue(lo.cq);
                     pp.start();
                 });
                 long allocated = pp.done.get(120, TimeUnit.SECONDS);
-                // 2000 warm messages through post, poll, slot table and callback. Any per-message
-                // allocation costs at least 16 bytes each (32 KB in all); what stays below one byte per
-                // message is one-off JVM work (JIT, TLAB refill), not the data path.
-                int measured = 4000 / 2;
-                assertTrue(allocated < measured, "the dispatcher thread allocated " + allocated + " bytes for "
-                        + measured + " messages in steady state");
+                // The warm half of the messages through post, poll, slot table and callback. An object
+                // per message costs at least 16 bytes each; the JIT's own one-off work (deoptimization
+                // rematerializes eliminated objects) was seen at 1-2 bytes a message in the VM.
+                int measured = ROUNDS / 2;
+                assertTrue(allocated < 4L * measured, "the dispatcher thread allocated " + allocated
+                        + " bytes for " + measured + " messages in steady state: the data path allocates");
             }
         }
     }

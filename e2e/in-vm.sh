@@ -1,0 +1,375 @@
+#!/usr/bin/env bash
+# End-to-end cases on a real Soft-RoCE device. Runs INSIDE the VM that e2e/softroce-e2e.sh
+# starts (it needs rxe0 and the SOFTROCE_* variables); the checkout must be built already.
+#
+#   e2e/in-vm.sh                 all cases
+#   e2e/in-vm.sh multiqp gids    only the cases whose names are given (see CASES below)
+#
+# Every case prints one "PASS name" or "FAIL name: why" line (with the logs of its processes
+# on failure); the last line is "N passed, M failed"; the exit status is non-zero if any failed.
+# e2e/softroce-e2e.sh runs this script from a snapshot of the build (bin/, e2e/, the jars and
+# classes), so $root below may be that snapshot; the logs go to $E2E_LOG_DIR.
+# Every process gets a `timeout`, every wait is bounded: nothing here can hang.
+# Around every case the rdma resource counts of the device (pd cq qp mr) are compared: a case
+# that leaves more (or fewer) verbs objects behind fails. The multiqp case also checks that each
+# sample process, still alive after closing its objects (--hold), owns none in the kernel.
+set -uo pipefail
+
+root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 2
+
+DEV=${SOFTROCE_DEV:-rxe0}
+IP=${SOFTROCE_IP:-10.77.0.1}
+GIDX=${SOFTROCE_GID_INDEX:-1}
+JAVA=${E2E_JAVA:-/usr/lib/jvm/temurin-25-jdk-amd64/bin/java}
+RDMA_RUN="$root/bin/rdma-run"
+LOGS=${E2E_LOG_DIR:-$root/target/e2e}
+# Per-process bound (seconds). ibv_rc_pingpong's 1000 round trips take 0.3-8 s in the VM; the
+# JVM adds 2-5 s of start-up under TCG. Generous, because the VM's speed varies a lot.
+PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-240}
+LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-90}
+
+# bin/rdma-run in the VM: serial GC and C1 only unless the caller chose (even empty) options;
+# the cases check behaviour, not speed, and the VM's JVM start-up is slow enough as it is.
+: "${RDMA_RUN_JAVA_OPTS=-XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
+export RDMA_RUN_JAVA_OPTS
+
+CASES=(runtime_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer)
+
+rm -rf "$LOGS" && mkdir -p "$LOGS" || { echo "cannot create log dir $LOGS"; exit 2; }
+
+# ---- helpers ----
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# "pd N cq N qp N mr N" of $DEV from `rdma resource show`, e.g. "pd 1 cq 1 qp 1 mr 0".
+resources() {
+  rdma resource show 2>/dev/null | awk -v dev="$DEV" '
+    { for (i = 1; i <= NF; i++) if ($i == dev ":") found = 1 }
+    found {
+      for (i = 1; i < NF; i++) v[$i] = $(i + 1)
+      printf "pd %s cq %s qp %s mr %s\n", v["pd"], v["cq"], v["qp"], v["mr"]
+      exit
+    }'
+}
+
+# Java command line for the runtime-level samples: compiled classes plus the classpath Maven
+# wrote at build time (samples/pom.xml, maven-dependency-plugin build-classpath).
+sample_java() {
+  local cpfile="$root/samples/target/classpath.txt"
+  if [ ! -f "$cpfile" ] || [ ! -d "$root/samples/target/classes" ]; then
+    echo "samples not built: $cpfile missing (run ./mvnw -DskipTests package on the host)" >&2
+    return 1
+  fi
+  # Serial GC and C1 only: in the VM (TCG, 2 vCPUs, two JVMs at once) they halve the start-up,
+  # mostly the binding of the FFM downcalls; these samples are functional tests, not benchmarks.
+  echo "$JAVA --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp $root/samples/target/classes:$(cat "$cpfile")"
+}
+
+# start NAME CMD...: runs CMD in the background under timeout, output to $case_dir/NAME.log;
+# sets pid_NAME.
+start() {
+  local name=$1; shift
+  echo "+ $*" >"$case_dir/$name.log"
+  timeout -k 5 "$PROC_TIMEOUT" "$@" >>"$case_dir/$name.log" 2>&1 &
+  printf -v "pid_$name" '%s' "$!"
+}
+
+# finish NAME: waits for it; sets rc_NAME and records it in the log.
+finish() {
+  local name=$1 pidvar="pid_$1" rc
+  wait "${!pidvar}"
+  rc=$?
+  printf -v "rc_$name" '%s' "$rc"
+  echo "[exit status $rc$([ "$rc" = 124 ] && echo ": killed by timeout after ${PROC_TIMEOUT} s")]" >>"$case_dir/$name.log"
+}
+
+# run NAME CMD...: start + finish.
+run() {
+  local name=$1
+  start "$@"
+  finish "$name"
+}
+
+# wait_listen PORT NAME: until something listens on TCP PORT; fails early if NAME's process
+# exits first (it failed to start), and after LISTEN_TIMEOUT s.
+wait_listen() {
+  local port=$1 name=$2 pidvar="pid_$2" t0=$SECONDS
+  while :; do
+    if [ -n "$(ss -ltnH "sport = :$port" 2>/dev/null)" ]; then return 0; fi
+    if ! kill -0 "${!pidvar}" 2>/dev/null; then
+      why="$name exited before listening on TCP port $port"
+      return 1
+    fi
+    if [ $((SECONDS - t0)) -ge "$LISTEN_TIMEOUT" ]; then
+      why="$name did not listen on TCP port $port within $LISTEN_TIMEOUT s"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# released NAME: waits (bounded by the process's life) until NAME, a MultiQpRuntime run with
+# --hold, says it closed its verbs objects, then fails the case if `rdma resource show` still
+# lists a PD, CQ, QP, MR or context of that live process. (Counting after exit would not see
+# a missing close: the kernel frees everything of a process that exits.)
+released() {
+  local name=$1 pidvar="pid_$1" jpid kind left t0=$SECONDS
+  until grep -q "verbs objects closed; holding" "$case_dir/$name.log"; do
+    if ! kill -0 "${!pidvar}" 2>/dev/null || [ $((SECONDS - t0)) -ge "$PROC_TIMEOUT" ]; then
+      why="${why:+$why; }$name never reported its verbs objects closed"
+      return 1
+    fi
+    sleep 0.2
+  done
+  jpid=$(pgrep -P "${!pidvar}" | head -n 1)
+  if [ -z "$jpid" ]; then
+    why="${why:+$why; }$name exited before its resources could be checked (raise --hold)"
+    return 1
+  fi
+  left=
+  for kind in ctx pd cq qp mr; do
+    left+=$(rdma resource show "$kind" 2>/dev/null | grep -E "(^| )pid $jpid( |\$)" | sed "s/^/$kind: /")
+  done
+  if [ -n "$left" ]; then
+    why="${why:+$why; }$name (pid $jpid) still holds verbs objects after closing them: $left"
+    return 1
+  fi
+  echo "$name (pid $jpid): no verbs objects left after close" >>"$case_dir/checks.log"
+}
+
+# Kill what a failed case left running (only our own background jobs).
+reap() {
+  local p
+  for p in $(jobs -p); do kill -- "$p" 2>/dev/null; done
+  wait 2>/dev/null
+}
+
+# expect_rc NAME WANT: fails the case (sets why) unless NAME exited with WANT.
+expect_rc() {
+  local rcvar="rc_$1"
+  if [ "${!rcvar}" != "$2" ]; then
+    why="${why:+$why; }$1 exited with ${!rcvar}, expected $2"
+    return 1
+  fi
+}
+
+# expect_log NAME TEXT: fails the case unless NAME's log contains TEXT (fixed string).
+expect_log() {
+  if ! grep -qF -- "$2" "$case_dir/$1.log"; then
+    why="${why:+$why; }$1 did not print '$2'"
+    return 1
+  fi
+}
+
+passed=0
+failed=0
+
+run_case() {
+  local name=$1 before after t0 ok=1 i
+  case_dir="$LOGS/$name"
+  mkdir -p "$case_dir"
+  why=
+  before=$(resources)
+  t0=$(now)
+  if [ -z "$before" ]; then
+    failed=$((failed + 1))
+    echo "FAIL $name: cannot read the resource counts of $DEV (rdma resource show)"
+    return
+  fi
+  echo "--- $name"
+  "case_$name" || ok=0
+  reap
+  # Verbs objects are released when a process exits; give the kernel a moment if it lags.
+  after=$(resources)
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [ "$after" = "$before" ] && break
+    sleep 0.5
+    after=$(resources)
+  done
+  if [ "$after" != "$before" ]; then
+    ok=0
+    why="${why:+$why; }rdma resources of $DEV changed: before '$before', after '$after' (leak)"
+  fi
+  if [ "$ok" = 1 ]; then
+    passed=$((passed + 1))
+    echo "PASS $name ($(elapsed "$t0") s; $DEV resources before and after: $after)"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name ($(elapsed "$t0") s): ${why:-the case failed}"
+    local f
+    for f in "$case_dir"/*.log; do
+      [ -f "$f" ] || continue
+      echo "    ---- $(basename "$f")"
+      sed 's/^/    | /' "$f" | tail -n 60
+    done
+  fi
+}
+
+# ---- cases ----
+
+# The runtime's device tests (JUnit, @Tag("rdma")): state machine, send/recv/imm, RNR and flush,
+# WRITE/READ/atomics and access errors, close order, and the dispatcher in every idle mode with
+# its allocation check. RDMA_RUN_REQUIRE_DEVICE=1 turns "no device" into a failure, not a skip.
+# Default JVM flags here (C2): the allocation check relies on the optimizing compiler.
+case_runtime_device_tests() {
+  local t="$root/runtime/target" cp
+  if [ ! -f "$t/vm-tests/junit-platform-console-standalone.jar" ] || [ ! -d "$t/test-classes" ]; then
+    why="runtime tests not built ($t/vm-tests, $t/test-classes): run ./mvnw package on the host"
+    return 1
+  fi
+  # The console launcher brings its own JUnit: keep only the runtime's other dependencies.
+  cp="$t/classes:$t/test-classes:$(tr ':' '\n' <"$t/vm-tests/classpath.txt" | grep -v -e /org/junit/ -e /opentest4j/ -e /apiguardian/ | paste -sd:)"
+  run junit env RDMA_RUN_REQUIRE_DEVICE=1 RDMA_TEST_DEVICE="$DEV" "$JAVA" --enable-native-access=ALL-UNNAMED \
+    -jar "$t/vm-tests/junit-platform-console-standalone.jar" execute --disable-banner --disable-ansi-colors \
+    --details=tree -cp "$cp" --scan-classpath "$t/test-classes" --include-tag rdma --fail-if-no-tests
+  expect_rc junit 0 || return 1
+  grep -qE '\[ +0 tests failed' "$case_dir/junit.log" || { why="device tests failed"; return 1; }
+  grep -qE '\[ +0 tests skipped' "$case_dir/junit.log" || { why="device tests were skipped"; return 1; }
+}
+
+# a. `rdma-run devices` lists the device like ibv_devices: its name and node GUID.
+case_devices() {
+  run devices "$RDMA_RUN" devices
+  run ibv_devices ibv_devices
+  expect_rc devices 0 || return 1
+  local guid
+  guid=$(awk -v dev="$DEV" '$1 == dev { print $2 }' "$case_dir/ibv_devices.log")
+  # Tolerant: a line naming the device that also shows its GUID (with or without ':').
+  if ! tr -d ':' <"$case_dir/devices.log" | grep -v '^+ ' | grep -w -- "$DEV" | grep -qi -- "${guid:-no-guid}"; then
+    why="no line of 'rdma-run devices' shows $DEV with its node GUID ${guid:-?} (from ibv_devices)"
+    return 1
+  fi
+}
+
+# a. `rdma-run gids -d DEV` shows the RoCE v2 IPv4 GID like show_gids: a line with the device,
+# port 1, the index, v2 and the IPv4 address.
+case_gids() {
+  run gids "$RDMA_RUN" gids -d "$DEV"
+  expect_rc gids 0 || return 1
+  if ! grep -v '^+ ' "$case_dir/gids.log" | awk -v dev="$DEV" -v idx="$GIDX" -v ip="$IP" '
+      index($0, dev) && index($0, "v2") && index($0, ip) {
+        port = 0; gidx = 0
+        for (i = 1; i <= NF; i++) { if ($i == "1") port = 1; if ($i == idx) gidx = 1 }
+        if (port && gidx) ok = 1
+      }
+      END { exit !ok }'; then
+    why="no line of 'rdma-run gids -d $DEV' has $DEV, port 1, index $GIDX, RoCE v2 and $IP"
+    return 1
+  fi
+}
+
+# b. rdma-run pingpong server, ibv_rc_pingpong client (1000 iterations, the default).
+case_pingpong_server() {
+  local port=18621
+  start server "$RDMA_RUN" pingpong -d "$DEV" -g "$GIDX" -p "$port"
+  wait_listen "$port" server || return 1
+  run client ibv_rc_pingpong -d "$DEV" -g "$GIDX" -p "$port" "$IP"
+  finish server
+  local ok=0
+  expect_rc server 0 || ok=1
+  expect_rc client 0 || ok=1
+  expect_log client "1000 iters in" || ok=1
+  return $ok
+}
+
+# b. ibv_rc_pingpong server, rdma-run pingpong client.
+case_pingpong_client() {
+  local port=18622
+  start server ibv_rc_pingpong -d "$DEV" -g "$GIDX" -p "$port"
+  wait_listen "$port" server || return 1
+  run client "$RDMA_RUN" pingpong -d "$DEV" -g "$GIDX" -p "$port" "$IP"
+  finish server
+  local ok=0
+  expect_rc server 0 || ok=1
+  expect_rc client 0 || ok=1
+  expect_log server "1000 iters in" || ok=1
+  return $ok
+}
+
+# c. The runtime-level multi-QP sample, two processes: 4 RC QPs on one shared CQ each.
+case_multiqp() {
+  local port=18631 java
+  java=$(sample_java) || { why="samples not built"; return 1; }
+  # shellcheck disable=SC2086 # $java is a command line on purpose
+  start server $java dev.rdmarun.samples.MultiQpRuntime --listen "$port" -d "$DEV" -g "$GIDX" -q 4 --hold 8
+  wait_listen "$port" server || return 1
+  # shellcheck disable=SC2086
+  start client $java dev.rdmarun.samples.MultiQpRuntime --connect "$IP:$port" -d "$DEV" -g "$GIDX" -q 4 --hold 8
+  local ok=0 side
+  released client || ok=1
+  released server || ok=1
+  finish client
+  finish server
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+    expect_log "$side" "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
+  done
+  return $ok
+}
+
+# c'. Both sides refuse a QP count mismatch with the same clear sentence, and exit 1.
+case_multiqp_mismatch() {
+  local port=18632 java
+  java=$(sample_java) || { why="samples not built"; return 1; }
+  # shellcheck disable=SC2086
+  start server $java dev.rdmarun.samples.MultiQpRuntime --listen "$port" -d "$DEV" -g "$GIDX" -q 4
+  wait_listen "$port" server || return 1
+  # shellcheck disable=SC2086
+  run client $java dev.rdmarun.samples.MultiQpRuntime --connect "$IP:$port" -d "$DEV" -g "$GIDX" -q 2
+  finish server
+  local ok=0
+  expect_rc server 1 || ok=1
+  expect_rc client 1 || ok=1
+  expect_log server "remote has 2 QPs, this side 4" || ok=1
+  expect_log client "remote has 4 QPs, this side 2" || ok=1
+  return $ok
+}
+
+# c''. A peer that is not the sample (HTTP-ish garbage), then one that closes at once: the
+# server fails with a clear sentence each time instead of hanging or crashing.
+case_multiqp_bad_peer() {
+  local port=18633 java ok=0
+  java=$(sample_java) || { why="samples not built"; return 1; }
+  # shellcheck disable=SC2086
+  start server $java dev.rdmarun.samples.MultiQpRuntime --listen "$port" -d "$DEV" -g "$GIDX" -t 20
+  wait_listen "$port" server || return 1
+  run garbage timeout 30 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3 >/dev/null' "$IP" "$port"
+  finish server
+  expect_rc server 1 || ok=1
+  expect_log server "the peer is not a rdma-run multi-QP sample: its first line is 'GET / HTTP/1.0'" || ok=1
+
+  # shellcheck disable=SC2086
+  start server2 $java dev.rdmarun.samples.MultiQpRuntime --listen "$port" -d "$DEV" -g "$GIDX" -t 20
+  wait_listen "$port" server2 || return 1
+  run closer timeout 30 bash -c 'exec 3<>"/dev/tcp/$0/$1" && exec 3>&-' "$IP" "$port"
+  finish server2
+  expect_rc server2 1 || ok=1
+  expect_log server2 "the peer closed the TCP connection while this side waited for the peer's QP endpoints" || ok=1
+  return $ok
+}
+
+# ---- main ----
+
+selected=("$@")
+[ ${#selected[@]} -eq 0 ] && selected=("${CASES[@]}")
+for c in "${selected[@]}"; do
+  if ! declare -F "case_$c" >/dev/null; then
+    echo "unknown case '$c'; cases: ${CASES[*]}"
+    exit 2
+  fi
+done
+
+echo "e2e in the Soft-RoCE VM: device $DEV, IP $IP, GID index $GIDX, kernel $(uname -r), $(nproc) vCPUs, build in $root"
+echo "$DEV resources at start: $(resources)"
+[ -x "$RDMA_RUN" ] || echo "note: $RDMA_RUN is missing: the rdma-run cases will fail"
+[ -f "$root/scripts/target/rdma-run.jar" ] || echo "note: scripts/target/rdma-run.jar is not built: the rdma-run cases will fail"
+t_all=$(now)
+for c in "${selected[@]}"; do run_case "$c"; done
+echo "e2e done in $(elapsed "$t_all") s; logs in $LOGS"
+echo "$passed passed, $failed failed" | tee "$LOGS/summary.txt"
+# The VM powers off right after this script: give the serial console time to drain its last
+# lines (they were seen to be cut off). softroce-e2e.sh also reprints summary.txt.
+sleep 1
+[ "$failed" -eq 0 ]

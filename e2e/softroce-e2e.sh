@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# End-to-end suite on a real Soft-RoCE device: boots the Soft-RoCE VM ONCE (its boot costs
+# 10-20 s under emulation) with the checkout shared read-write, and runs e2e/in-vm.sh there.
+# Run on the host after the build (./mvnw -DskipTests package):
+#
+#   e2e/softroce-e2e.sh                  all cases
+#   e2e/softroce-e2e.sh multiqp          some cases (names: see CASES in e2e/in-vm.sh)
+#
+# Environment: SOFTROCE_VM (default ../shared/softroce/softroce-vm.sh next to the checkout),
+# E2E_VM_TIMEOUT (seconds for the whole VM run, default 1500), E2E_PROC_TIMEOUT and
+# E2E_LISTEN_TIMEOUT (per process / per server start, passed into the VM),
+# RDMA_RUN_JAVA_OPTS (passed to bin/rdma-run in the VM).
+# Logs of every process: target/e2e/<case>/*.log (printed for failed cases).
+# The VM runs a copy of the build taken at start (see below), so rebuilding meanwhile is safe.
+# Exit status: in-vm.sh's (non-zero if any case failed); 124 if the VM timed out, 125 if it
+# could not be set up, 2 if the checkout is not built.
+set -euo pipefail
+
+root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+vm=${SOFTROCE_VM:-$(dirname -- "$root")/shared/softroce/softroce-vm.sh}
+vm_timeout=${E2E_VM_TIMEOUT:-1500}
+
+if [ ! -x "$vm" ]; then
+  echo "softroce-e2e: the Soft-RoCE VM script $vm is missing: set SOFTROCE_VM" >&2
+  exit 2
+fi
+if [ ! -f samples/target/classpath.txt ]; then
+  echo "softroce-e2e: the checkout is not built (samples/target/classpath.txt missing): run ./mvnw -DskipTests package first" >&2
+  exit 2
+fi
+# Not fatal: the cases that need the launcher fail with their own message.
+[ -f scripts/target/rdma-run.jar ] || echo "softroce-e2e: warning: scripts/target/rdma-run.jar is missing" >&2
+
+# Snapshot of what the VM runs (the launcher, its jars, the samples and their classpath, these
+# scripts), taken in a host temp dir the VM sees read-only: a rebuild in the checkout while
+# the VM runs (minutes) then cannot pull class files from under the running cases.
+snap=$(mktemp -d "${TMPDIR:-/tmp}/rdma-run-e2e.XXXXXX")
+trap 'rm -rf "$snap"' EXIT
+mkdir -p "$snap/scripts/target" "$snap/samples/target" "$snap/samples/lib"
+cp -a bin e2e "$snap/"
+if [ -f scripts/target/rdma-run.jar ]; then
+  cp -a scripts/target/rdma-run.jar "$snap/scripts/target/"
+  [ -d scripts/target/lib ] && cp -a scripts/target/lib "$snap/scripts/target/"
+fi
+cp -a samples/target/classes "$snap/samples/target/"
+mkdir -p "$snap/runtime/target"
+for d in classes test-classes vm-tests; do
+  [ -d "runtime/target/$d" ] && cp -a "runtime/target/$d" "$snap/runtime/target/"
+done
+cp_entries=()
+IFS=: read -r -a deps <samples/target/classpath.txt || true  # no trailing newline: status 1
+for dep in ${deps[@]+"${deps[@]}"}; do
+  if [ -d "$dep" ]; then
+    cp -a "$dep" "$snap/samples/lib/$(basename "$dep")-dir"
+    cp_entries+=("$snap/samples/lib/$(basename "$dep")-dir")
+  else
+    cp -a "$dep" "$snap/samples/lib/"
+    cp_entries+=("$snap/samples/lib/$(basename "$dep")")
+  fi
+done
+(IFS=:; printf '%s' "${cp_entries[*]}") >"$snap/samples/target/classpath.txt"
+
+# Logs go to the checkout (shared read-write with the VM by -C).
+export E2E_LOG_DIR="$root/target/e2e"
+env_args=(-e E2E_LOG_DIR)
+for v in E2E_PROC_TIMEOUT E2E_LISTEN_TIMEOUT RDMA_RUN_JAVA_OPTS; do
+  if [ -n "${!v+x}" ]; then env_args+=(-e "$v"); fi
+done
+
+echo "softroce-e2e: starting the Soft-RoCE VM (timeout ${vm_timeout} s; running a snapshot of the build in $snap)"
+start=$SECONDS
+set +e
+"$vm" -C -t "$vm_timeout" "${env_args[@]}" -- bash "$snap/e2e/in-vm.sh" "$@"
+rc=$?
+set -e
+echo "softroce-e2e: VM run took $((SECONDS - start)) s, exit status $rc"
+case $rc in
+  124) echo "softroce-e2e: FAIL: the VM run exceeded ${vm_timeout} s and was killed (raise E2E_VM_TIMEOUT?)" ;;
+  125) echo "softroce-e2e: FAIL: the Soft-RoCE VM could not be set up (see the console tail above)" ;;
+esac
+# The summary again, last and alone on its line: the VM's serial console can lose its tail.
+summary="$E2E_LOG_DIR/summary.txt"
+if [ "$rc" != 124 ] && [ "$rc" != 125 ] && [ -f "$summary" ] && [ "$summary" -nt "$snap" ]; then
+  cat "$summary"
+fi
+exit $rc
