@@ -1,0 +1,154 @@
+package dev.rdmarun.scripts
+
+import java.io.InputStream
+import java.net.ConnectException
+import java.net.InetAddress
+import java.net.InetSocketAddress
+import java.net.ServerSocket
+import java.net.Socket
+import java.net.SocketTimeoutException
+import java.net.UnknownHostException
+
+/**
+ * Time limits of a ping-pong. [peerTimeoutMs] bounds every wait on the peer: for its TCP
+ * connection (accept, or connect while the server is not listening yet), for each message of the
+ * exchange, and between two completions of the ping-pong itself. [overallDeadline] (System.nanoTime,
+ * or null) bounds the whole run.
+ */
+class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
+    /** How long the next wait may take, at least 1 ms; throws once the overall deadline passed. */
+    fun waitMs(what: String): Int {
+        if (overallDeadline == null) return peerTimeoutMs.coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
+        val left = (overallDeadline - System.nanoTime()) / 1_000_000
+        if (left <= 0) throw overallTimeout(what)
+        return minOf(left, peerTimeoutMs).coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
+    }
+
+    fun overallTimeout(what: String) = CommandFailure("--timeout reached while $what")
+
+    fun peerTimeout(what: String) =
+        CommandFailure("the peer did not respond for ${peerTimeoutMs / 1000.0} s while $what (--peer-timeout)")
+
+    fun timeout(what: String): CommandFailure =
+        if (overallDeadline != null && System.nanoTime() - overallDeadline >= 0) overallTimeout(what) else peerTimeout(what)
+}
+
+/**
+ * ibv_rc_pingpong's out-of-band exchange over TCP ([PingpongWire] has the bytes). Server: accept one
+ * client, read its address, connect the QP ([connect]) and only then send its own address, then
+ * wait for the client's "done". Client: send its address, read the server's, send "done". Each
+ * message goes out in one write and is read in full, since ibv_rc_pingpong reads it with one read().
+ */
+class PingpongExchange(private val limits: Limits, private val interruption: Interruption) {
+
+    fun asServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest) -> Unit): PingpongDest {
+        val server = try {
+            ServerSocket().apply {
+                reuseAddress = true
+                bind(InetSocketAddress(tcpPort), 1)
+            }
+        } catch (e: java.io.IOException) {
+            throw CommandFailure("cannot listen on TCP port $tcpPort: ${e.message}", cause = e)
+        }
+        val socket = server.use {
+            interruption.blockingOn(server) { s ->
+                s.soTimeout = limits.waitMs("waiting for a client on TCP port $tcpPort")
+                try {
+                    s.accept()
+                } catch (e: SocketTimeoutException) {
+                    throw limits.timeout("waiting for a client on TCP port $tcpPort")
+                }
+            }
+        }
+        return socket.use {
+            interruption.blockingOn(socket) { s ->
+                s.tcpNoDelay = true
+                val remote = PingpongWire.decode(readExactly(s, PingpongWire.MESSAGE_SIZE, "reading the client's address"))
+                connect(remote)
+                s.getOutputStream().write(PingpongWire.encode(local))
+                PingpongWire.checkDone(readExactly(s, PingpongWire.DONE_SIZE, "waiting for the client's \"done\""))
+                remote
+            }
+        }
+    }
+
+    fun asClient(host: String, tcpPort: Int, local: PingpongDest): PingpongDest {
+        val socket = connect(host, tcpPort)
+        return socket.use {
+            interruption.blockingOn(socket) { s ->
+                s.tcpNoDelay = true
+                s.getOutputStream().write(PingpongWire.encode(local))
+                val remote = PingpongWire.decode(readExactly(s, PingpongWire.MESSAGE_SIZE, "reading the server's address"))
+                s.getOutputStream().write(PingpongWire.done())
+                remote
+            }
+        }
+    }
+
+    /**
+     * Connects to the first address of [host] that accepts. While every address refuses (the server
+     * is not listening yet) it retries every [RETRY_MS] until the peer timeout: the two sides may be
+     * started together.
+     */
+    private fun connect(host: String, tcpPort: Int): Socket {
+        val addresses = try {
+            InetAddress.getAllByName(host)
+        } catch (e: UnknownHostException) {
+            throw CommandFailure("unknown host '$host'", cause = e)
+        }
+        val what = "connecting to $host port $tcpPort"
+        val giveUp = System.nanoTime() + limits.peerTimeoutMs * 1_000_000
+        while (true) {
+            var refused: Exception? = null
+            for (address in addresses) {
+                val socket = Socket()
+                try {
+                    interruption.blockingOn(socket) { it.connect(InetSocketAddress(address, tcpPort), limits.waitMs(what)) }
+                    return socket
+                } catch (e: ConnectException) {
+                    socket.close()
+                    refused = e
+                } catch (e: SocketTimeoutException) {
+                    socket.close()
+                    throw limits.timeout(what)
+                } catch (e: Exception) {
+                    socket.close()
+                    throw if (e is java.io.IOException) CommandFailure("cannot connect to $host port $tcpPort: ${e.message}", cause = e) else e
+                }
+            }
+            if (System.nanoTime() - giveUp >= 0) {
+                throw CommandFailure("cannot connect to $host port $tcpPort: ${refused?.message} for ${limits.peerTimeoutMs / 1000.0} s" +
+                    " (is the server side running? start `rdma-run pingpong` or `ibv_rc_pingpong` without HOST there)", cause = refused)
+            }
+            limits.waitMs(what) // throws when the overall deadline passed
+            Thread.sleep(RETRY_MS)
+            interruption.check()
+        }
+    }
+
+    /** Reads exactly n bytes, each read bounded by the limits; EOF before that is an error. */
+    private fun readExactly(socket: Socket, n: Int, what: String): ByteArray {
+        val buffer = ByteArray(n)
+        val input: InputStream = socket.getInputStream()
+        var got = 0
+        while (got < n) {
+            socket.soTimeout = limits.waitMs(what)
+            val r = try {
+                input.read(buffer, got, n - got)
+            } catch (e: SocketTimeoutException) {
+                throw limits.timeout(what)
+            }
+            if (r < 0) {
+                throw CommandFailure("the peer closed the connection after $got of $n bytes while $what" +
+                    (if (got > 0) ": ${PingpongWire.show(buffer.copyOf(got))}" else "") +
+                    " (it failed, or it does not speak ibv_rc_pingpong's exchange)")
+            }
+            got += r
+        }
+        return buffer
+    }
+
+    companion object {
+        const val RETRY_MS = 200L
+    }
+}

@@ -1,0 +1,84 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.clikt.core.CliktCommand
+import com.github.ajalt.clikt.core.CliktError
+import com.github.ajalt.clikt.core.ProgramResult
+import com.github.ajalt.clikt.core.findOrSetObject
+import com.github.ajalt.clikt.core.terminal
+import dev.rdmarun.runtime.VerbsException
+import java.io.IOException
+
+/** Options of the root command that subcommands read (set by [RdmaRun.run] before they run). */
+class GlobalOptions(var debug: Boolean = false)
+
+/**
+ * A failure the command explains itself: printed as one line on stderr, then exit [exitCode].
+ * The message says what went wrong and, where known, what to do.
+ */
+class CommandFailure(message: String, val exitCode: Int = 1, cause: Throwable? = null) :
+    RuntimeException(message, cause)
+
+/**
+ * Base of the rdma-run subcommands: runs [execute] and turns the failures people cause (no RDMA in
+ * the kernel, libibverbs missing, a wrong device or GID index, a peer that went away) into one line
+ * on stderr and a non-zero exit. The stack trace is printed only with `rdma-run --debug`.
+ */
+abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
+    private val global by findOrSetObject { GlobalOptions() }
+
+    private var interruption: Interruption? = null
+
+    /** `rdma-run --debug`: stack traces on errors, and diagnostics some commands print. */
+    protected val debug: Boolean get() = global.debug
+
+    protected abstract fun execute()
+
+    /**
+     * Ctrl-C handling for a command that holds verbs objects (see [Interruption]). It is released
+     * only after the command's failure, if any, has been reported, so that a Ctrl-C still prints
+     * "interrupted" before the JVM halts.
+     */
+    protected fun interruption(): Interruption = interruption ?: Interruption().also { interruption = it }
+
+    final override fun run() {
+        try {
+            execute()
+        } catch (e: CliktError) {
+            throw e // usage errors and exit codes: clikt reports them
+        } catch (e: VerbsException) {
+            fail(oneLine(e), e, 1)
+        } catch (e: UnsatisfiedLinkError) {
+            // LibIbverbs says which packages to install when libibverbs.so.1 is missing.
+            fail(e.message ?: e.toString(), e, 1)
+        } catch (e: CommandFailure) {
+            fail(e.message ?: "failed", e, e.exitCode)
+        } catch (e: WireFormatException) {
+            fail(e.message ?: "bad message from the peer", e, 1)
+        } catch (e: IOException) {
+            fail(e.message ?: e.toString(), e, 1)
+        } catch (e: RuntimeException) {
+            fail("internal error: $e" + if (global.debug) "" else " (rdma-run --debug shows the stack trace)", e, 1)
+        } finally {
+            interruption?.close()
+            interruption = null
+        }
+    }
+
+    /**
+     * Prints [text] and a newline exactly as given, on stdout or stderr. (clikt's echo renders
+     * through mordant, which would expand the tabs that ibv_devices and show_gids print.)
+     */
+    protected fun emit(text: String, err: Boolean = false) = terminal.rawPrint(text + "\n", stderr = err)
+
+    private fun fail(message: String, cause: Throwable, exitCode: Int): Nothing {
+        emit("rdma-run $commandName: $message", err = true)
+        if (global.debug) emit(cause.stackTraceToString().trimEnd(), err = true)
+        throw ProgramResult(exitCode)
+    }
+
+    companion object {
+        /** A [VerbsException] on one line: the message, then the hint when there is one. */
+        fun oneLine(e: VerbsException): String =
+            if (e.hint() == null) e.message.orEmpty() else "${e.message}; hint: ${e.hint()}"
+    }
+}
