@@ -1,0 +1,249 @@
+package dev.rdmarun.dsl
+
+import java.io.BufferedInputStream
+import java.io.BufferedOutputStream
+import java.io.Closeable
+import java.io.DataInputStream
+import java.io.DataOutputStream
+import java.io.IOException
+import java.net.ConnectException
+import java.net.InetAddress
+import java.net.InetSocketAddress
+import java.net.NoRouteToHostException
+import java.net.ServerSocket
+import java.net.Socket
+import java.net.SocketTimeoutException
+import java.net.UnknownHostException
+import kotlin.time.Duration
+import kotlinx.coroutines.channels.Channel
+
+/**
+ * The scenario's one TCP connection to its peer: the handshake ([handshake]), then, while the
+ * scenario runs, barriers and the end-of-run phases ([await]), failure reports and heartbeats.
+ *
+ * Every blocking read has the socket timeout; while the scenario runs a reader thread treats a
+ * peer that sends nothing (heartbeats go out every third of the timeout) as lost, and so does
+ * a closed connection: a dead or hung peer ends the scenario with a sentence, never a hang.
+ */
+internal class ControlConnection private constructor(
+    private val socket: Socket,
+    private val timeout: Duration,
+    /** The peer's role, for messages ("the client failed: ..."). */
+    private val peerRole: Role,
+) : Closeable {
+    private val input = DataInputStream(BufferedInputStream(socket.getInputStream()))
+    private val output = DataOutputStream(BufferedOutputStream(socket.getOutputStream()))
+    private val writeLock = Any()
+    private val inbox = Channel<Frame>(Channel.UNLIMITED)
+
+    @Volatile
+    private var closing = false
+    private var reader: Thread? = null
+    private var heartbeat: Thread? = null
+
+    init {
+        socket.tcpNoDelay = true
+        socket.soTimeout = timeout.inWholeMilliseconds.coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
+    }
+
+    fun send(frame: Frame) {
+        synchronized(writeLock) {
+            FrameCodec.io("the peer to take frame ${frame::class.simpleName}") { FrameCodec.write(output, frame) }
+        }
+    }
+
+    /** Sends, ignoring a connection that is already gone (for failure reports on the way out). */
+    fun trySend(frame: Frame) {
+        try {
+            send(frame)
+        } catch (_: RuntimeException) {
+            // the peer is gone; there is nobody left to tell
+        }
+    }
+
+    /** Blocking read of the next frame (before [startWatching]); a Failure frame becomes a [PeerException]. */
+    fun receive(waitingFor: String): Frame {
+        val frame = FrameCodec.read(input, waitingFor)
+        if (frame is Failure) throw PeerException("the ${peerRole.label} failed: ${frame.message}")
+        return frame
+    }
+
+    /**
+     * Exchanges hellos and judges the remote's. The client speaks first and the server answers
+     * even a hello it will reject, so both sides see both hellos and report the same mismatch.
+     * On a mismatch this side also sends a Failure frame before throwing.
+     */
+    fun handshake(local: Hello): Hello {
+        val what = "the ${peerRole.label}'s hello"
+        val remote: Hello
+        if (local.role == Role.CLIENT) {
+            synchronized(writeLock) {
+                FrameCodec.io("the server to accept the hello") {
+                    FrameCodec.writeMagic(output)
+                    FrameCodec.write(output, local)
+                }
+            }
+            FrameCodec.readMagic(input, what)
+            remote = expectHello(receive(what))
+        } else {
+            FrameCodec.readMagic(input, what)
+            val length = FrameCodec.io(what) { input.readInt() }
+            val raw = if (length in 1..FrameCodec.MAX_FRAME) ByteArray(length).also { b -> FrameCodec.io(what) { input.readFully(b) } } else null
+            // Answer before judging, so that the client can report the mismatch from its side too.
+            synchronized(writeLock) {
+                FrameCodec.io("the client to take the hello") {
+                    FrameCodec.writeMagic(output)
+                    FrameCodec.write(output, local)
+                }
+            }
+            if (raw == null) {
+                throw PeerException("the peer sent a frame of $length bytes while this side waited for $what " +
+                    "(frames are 1..${FrameCodec.MAX_FRAME} bytes): it is not a compatible rdma-run, or the stream is corrupt")
+            }
+            remote = try {
+                expectHello(FrameCodec.decode(raw).also { if (it is Failure) throw PeerException("the client failed: ${it.message}") })
+            } catch (e: PeerException) {
+                trySend(Failure(e.message ?: "bad hello"))
+                throw e
+            }
+        }
+        Handshake.mismatch(local, remote)?.let { sentence ->
+            trySend(Failure(sentence))
+            throw PeerException(sentence)
+        }
+        return remote
+    }
+
+    private fun expectHello(frame: Frame): Hello =
+        frame as? Hello ?: throw PeerException("the ${peerRole.label} sent ${frameName(frame)} where its hello was due: it is not a compatible rdma-run")
+
+    /**
+     * From now on a reader thread takes the frames: barriers and done frames go to [await],
+     * heartbeats just prove the peer alive; a Failure frame, a closed connection or silence
+     * longer than the timeout is reported once to [onLost]. Heartbeats go out every timeout/3.
+     */
+    fun startWatching(onLost: (PeerException) -> Unit) {
+        reader = Thread.ofPlatform().daemon(true).name("rdma-run-control-reader").start {
+            try {
+                while (!closing) {
+                    val frame = FrameCodec.read(input, "the ${peerRole.label}'s next frame")
+                    when (frame) {
+                        Heartbeat -> continue
+                        is Failure -> throw PeerException("the ${peerRole.label} failed: ${frame.message}")
+                        else -> inbox.trySend(frame)
+                    }
+                    // The peer closes right after its last frame: stop reading before that EOF.
+                    if (frame == Done(2)) break
+                }
+            } catch (e: PeerException) {
+                if (!closing) {
+                    val lost = when (e.cause) {
+                        is SocketTimeoutException ->
+                            PeerException("the ${peerRole.label} sent nothing for $timeout (not even heartbeats): it hangs or the network is down", e)
+                        is java.io.EOFException ->
+                            PeerException("the ${peerRole.label} closed the control connection in the middle of the scenario (it crashed or was killed)", e)
+                        else -> e
+                    }
+                    inbox.close(lost)
+                    onLost(lost)
+                }
+            }
+        }
+        val period = (timeout.inWholeMilliseconds / 3).coerceAtLeast(1)
+        heartbeat = Thread.ofPlatform().daemon(true).name("rdma-run-control-heartbeat").start {
+            try {
+                while (!closing) {
+                    Thread.sleep(period)
+                    if (!closing) send(Heartbeat)
+                }
+            } catch (_: InterruptedException) {
+                // closing
+            } catch (_: RuntimeException) {
+                // the reader reports a lost connection
+            }
+        }
+    }
+
+    /** Waits for [expected] as the peer's next frame; anything else means the scenarios differ. */
+    suspend fun await(expected: Frame, waitingFor: String) {
+        val frame = try {
+            inbox.receive()
+        } catch (e: PeerException) {
+            throw e
+        } catch (e: kotlinx.coroutines.channels.ClosedReceiveChannelException) {
+            throw PeerException("the control connection closed while this side waited for $waitingFor", e)
+        }
+        if (frame != expected) {
+            throw PeerException("the ${peerRole.label} sent ${frameName(frame)} while this side waited for $waitingFor: the two sides run different scenarios")
+        }
+    }
+
+    override fun close() {
+        closing = true
+        heartbeat?.interrupt()
+        try {
+            socket.close()
+        } catch (_: IOException) {
+            // closing anyway
+        }
+        inbox.close()
+    }
+
+    companion object {
+        private fun frameName(f: Frame): String = when (f) {
+            is Barrier -> "barrier ${f.seq}"
+            is Done -> if (f.phase == 1) "its end of scenario" else "its final frame"
+            is Hello -> "a hello"
+            Ready -> "its ready signal"
+            Heartbeat -> "a heartbeat"
+            is Failure -> "a failure report"
+        }
+
+        /** Binds the server's port before any RDMA setup, so a busy port fails first. */
+        fun listen(peer: Peer.Listen, timeout: Duration): ServerSocket = try {
+            ServerSocket().apply {
+                reuseAddress = true
+                soTimeout = timeout.inWholeMilliseconds.coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
+                bind(InetSocketAddress(peer.bindAddress?.let { InetAddress.getByName(it) }, peer.port))
+            }
+        } catch (e: IOException) {
+            throw ScenarioException("cannot listen on TCP port ${peer.port}: ${e.message}", e)
+        }
+
+        /** Accepts one client within the timeout. */
+        fun accept(listener: ServerSocket, timeout: Duration): ControlConnection = try {
+            ControlConnection(listener.accept(), timeout, Role.CLIENT)
+        } catch (e: SocketTimeoutException) {
+            throw PeerException("no client connected to TCP port ${listener.localPort} within $timeout", e)
+        } catch (e: IOException) {
+            throw PeerException("accepting the client on TCP port ${listener.localPort} failed: ${e.message}", e)
+        }
+
+        /** Connects, retrying refused connections until the timeout: the server may start later. */
+        fun connect(peer: Peer.Connect, timeout: Duration): ControlConnection {
+            val deadline = System.nanoTime() + timeout.inWholeNanoseconds
+            var last: IOException
+            while (true) {
+                val socket = Socket()
+                try {
+                    val left = ((deadline - System.nanoTime()) / 1_000_000).coerceAtLeast(1)
+                    socket.connect(InetSocketAddress(peer.host, peer.port), left.coerceAtMost(Int.MAX_VALUE.toLong()).toInt())
+                    return ControlConnection(socket, timeout, Role.SERVER)
+                } catch (e: UnknownHostException) {
+                    socket.close()
+                    throw ScenarioException("unknown host '${peer.host}'", e)
+                } catch (e: IOException) {
+                    socket.close()
+                    last = e
+                    if (e !is ConnectException && e !is NoRouteToHostException && e !is SocketTimeoutException) break
+                }
+                if (System.nanoTime() >= deadline) break
+                Thread.sleep(100) // the server may not listen yet
+            }
+            throw PeerException("cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message} (is the server started with --listen ${peer.port}?)", last)
+        }
+
+        /** A connection over an already connected socket (tests; launchers that accept themselves). */
+        fun over(socket: Socket, timeout: Duration, peerRole: Role): ControlConnection = ControlConnection(socket, timeout, peerRole)
+    }
+}

@@ -1,0 +1,161 @@
+package dev.rdmarun.dsl
+
+import java.util.Locale
+import kotlinx.serialization.Serializable
+import kotlinx.serialization.json.Json
+import org.HdrHistogram.Histogram
+
+private val RESULT_JSON = Json { prettyPrint = true }
+
+/** Latency percentiles of one histogram, in nanoseconds. */
+@Serializable
+data class LatencySummary(
+    val count: Long,
+    val minNanos: Long,
+    val meanNanos: Double,
+    val p50Nanos: Long,
+    val p90Nanos: Long,
+    val p99Nanos: Long,
+    val p999Nanos: Long,
+    val maxNanos: Long,
+) {
+    companion object {
+        fun of(h: Histogram): LatencySummary? = if (h.totalCount == 0L) null else LatencySummary(
+            count = h.totalCount,
+            minNanos = h.minValue,
+            meanNanos = h.mean,
+            p50Nanos = h.getValueAtPercentile(50.0),
+            p90Nanos = h.getValueAtPercentile(90.0),
+            p99Nanos = h.getValueAtPercentile(99.0),
+            p999Nanos = h.getValueAtPercentile(99.9),
+            maxNanos = h.maxValue,
+        )
+    }
+}
+
+/**
+ * Traffic of one QP ([qp]) or of all ([qp] null), as this side saw it: bytes it sent (send,
+ * write) and received (receives, READ data, atomic results), work requests it completed,
+ * messages it received; rates over the run's duration; latency from post to completion of its
+ * signaled work requests. RDMA WRITE/READ/atomics of the peer leave no trace on this side (no
+ * completion): their numbers are on the peer's side.
+ */
+@Serializable
+data class TrafficResult(
+    val qp: Int?,
+    val bytesSent: Long,
+    val bytesReceived: Long,
+    val operations: Long,
+    val messagesReceived: Long,
+    val sentGbps: Double,
+    val receivedGbps: Double,
+    val mpps: Double,
+    val latency: LatencySummary?,
+)
+
+/**
+ * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` for --json.
+ * [durationNanos] runs from the start of the run pass until both sides finished (their work
+ * completed), so both peers divide by comparable times.
+ */
+@Serializable
+data class ScenarioResult(
+    val role: Role,
+    val device: String,
+    val durationNanos: Long,
+    val qps: List<TrafficResult>,
+    val total: TrafficResult,
+    /** `measure(name) { }` sections, all QPs merged. */
+    val sections: Map<String, LatencySummary>,
+) {
+    val seconds: Double get() = durationNanos / 1e9
+
+    fun toJson(): String = RESULT_JSON.encodeToString(serializer(), this)
+
+    companion object {
+        /** The result of a run that did not happen (`--check`): no traffic. */
+        fun empty(role: Role, device: String, qps: Int): ScenarioResult {
+            val none = List(qps) { QpCounters() }
+            return QpCounters.result(role, device, 0, none)
+        }
+    }
+
+    fun table(): String = buildString {
+        fun us(ns: Long?) = if (ns == null) "-" else String.format(Locale.ROOT, "%.2f", ns / 1000.0)
+        fun f(x: Double) = String.format(Locale.ROOT, "%.4f", x)
+        appendLine(String.format(Locale.ROOT, "%s on %s, %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds))
+        val header = String.format(Locale.ROOT, " %-5s %12s %12s %10s %10s %10s %10s %9s %9s %9s %9s",
+            "QP", "#bytes-out", "#bytes-in", "#ops", "#msgs-in", "out[Gb/s]", "in[Gb/s]", "Mpps", "p50[us]", "p99[us]", "max[us]")
+        appendLine(header)
+        for (t in qps + total) {
+            appendLine(String.format(Locale.ROOT, " %-5s %12d %12d %10d %10d %10s %10s %9s %9s %9s %9s",
+                t.qp?.toString() ?: "total", t.bytesSent, t.bytesReceived, t.operations, t.messagesReceived,
+                f(t.sentGbps), f(t.receivedGbps), f(t.mpps),
+                us(t.latency?.p50Nanos), us(t.latency?.p99Nanos), us(t.latency?.maxNanos)))
+        }
+        for ((name, l) in sections.toSortedMap()) {
+            appendLine(String.format(Locale.ROOT, " %s: %d samples, min %s us, p50 %s us, p90 %s us, p99 %s us, p99.9 %s us, max %s us",
+                name, l.count, us(l.minNanos), us(l.p50Nanos), us(l.p90Nanos), us(l.p99Nanos), us(l.p999Nanos), us(l.maxNanos)))
+        }
+        setLength(length - 1)
+    }
+}
+
+/** Counters one QP updates on the dispatcher thread; turned into results when the run ends. */
+internal class QpCounters {
+    var bytesSent = 0L
+    var bytesReceived = 0L
+    var operations = 0L
+    var messagesReceived = 0L
+
+    /** Post-to-completion latency of signaled work requests; created on first use. */
+    var latency: Histogram? = null
+        private set
+    val sections = HashMap<String, Histogram>()
+
+    fun recordLatency(nanos: Long) {
+        val h = latency ?: Histogram(3).also { latency = it }
+        h.recordValue(nanos.coerceAtLeast(0))
+    }
+
+    fun recordSection(name: String, nanos: Long) {
+        sections.getOrPut(name) { Histogram(3) }.recordValue(nanos.coerceAtLeast(0))
+    }
+
+    fun toResult(qp: Int?, seconds: Double): TrafficResult = TrafficResult(
+        qp = qp,
+        bytesSent = bytesSent,
+        bytesReceived = bytesReceived,
+        operations = operations,
+        messagesReceived = messagesReceived,
+        sentGbps = if (seconds > 0) bytesSent * 8 / seconds / 1e9 else 0.0,
+        receivedGbps = if (seconds > 0) bytesReceived * 8 / seconds / 1e9 else 0.0,
+        mpps = if (seconds > 0) (operations + messagesReceived) / seconds / 1e6 else 0.0,
+        latency = latency?.let { LatencySummary.of(it) },
+    )
+
+    fun addTo(total: QpCounters) {
+        total.bytesSent += bytesSent
+        total.bytesReceived += bytesReceived
+        total.operations += operations
+        total.messagesReceived += messagesReceived
+        latency?.let { h -> (total.latency ?: Histogram(3).also { total.latency = it }).add(h) }
+        for ((name, h) in sections) total.sections.getOrPut(name) { Histogram(3) }.add(h)
+    }
+
+    companion object {
+        fun result(role: Role, device: String, durationNanos: Long, perQp: List<QpCounters>): ScenarioResult {
+            val seconds = durationNanos / 1e9
+            val total = QpCounters()
+            perQp.forEach { it.addTo(total) }
+            return ScenarioResult(
+                role = role,
+                device = device,
+                durationNanos = durationNanos,
+                qps = perQp.mapIndexed { i, c -> c.toResult(i, seconds) },
+                total = total.toResult(null, seconds),
+                sections = total.sections.mapNotNull { (k, h) -> LatencySummary.of(h)?.let { k to it } }.toMap(),
+            )
+        }
+    }
+}

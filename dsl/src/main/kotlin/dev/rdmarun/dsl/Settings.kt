@@ -1,0 +1,109 @@
+package dev.rdmarun.dsl
+
+import dev.rdmarun.runtime.IdleMode
+import kotlin.time.Duration
+import kotlin.time.Duration.Companion.seconds
+import kotlinx.serialization.Serializable
+
+/** Where completions of the QPs go: one CQ for all (the seeds' layout) or one per QP. */
+@Serializable
+enum class CqMode { SHARED, PER_QP }
+
+/** How the dispatcher thread waits for completions (see [IdleMode]). */
+@Serializable
+enum class CompletionMode(val idleMode: IdleMode) {
+    /** Spin on the CQs: lowest latency, one core at 100%. */
+    BUSY(IdleMode.BUSY_SPIN),
+
+    /** Spin, then yield, then park with growing back-off. */
+    BACKOFF(IdleMode.BACKOFF),
+
+    /** Sleep on the completion channel until the next completion event. */
+    EVENT(IdleMode.EVENT),
+}
+
+/** Remote access this side's buffers grant the peer, when a scenario states it explicitly with `remoteAccess(...)`. */
+@Serializable
+enum class RemoteAccess { WRITE, READ, ATOMIC }
+
+/**
+ * Everything a scenario can set before `connect(peer)`, with safe defaults: one RC QP on port 1 of
+ * the first device, the automatic RoCE v2 GID, a shared CQ, one 4 KiB buffer per QP, 64-deep
+ * queues, every work request signaled, rnr_retry 7 (retry forever), busy polling.
+ *
+ * [device], [port], [gidIndex], [completionMode] and [timeout] are local choices (peers may use
+ * different devices); everything else is part of the scenario and must match the peer's.
+ */
+@Serializable
+data class ScenarioSettings(
+    /** RDMA device name; null: the first device. */
+    val device: String? = null,
+    val port: Int = 1,
+    /** Local GID index; null: the first RoCE v2 IPv4 GID (Context.defaultGid). */
+    val gidIndex: Int? = null,
+    val qps: Int = 1,
+    val cqMode: CqMode = CqMode.SHARED,
+    /** Bytes per buffer; also the largest message a send may carry (it must fit a receive slot). */
+    val bufferSize: Int = 4096,
+    /** Buffers per QP in its data region (operations pick one with `buffer = i`). */
+    val bufferCount: Int = 1,
+    /** Work requests this side keeps in flight per QP (plus one slot the DSL reserves for credit updates). */
+    val sendDepth: Int = 64,
+    /** Receives posted per QP; the peer may have this many messages outstanding on a QP. */
+    val recvDepth: Int = 64,
+    /** Path MTU cap in bytes (256..4096); null: the smaller of both ports' active MTU. */
+    val mtu: Int? = null,
+    /** Sends and writes up to this many bytes are posted inline (0: never). */
+    val inlineThreshold: Int = 0,
+    /** Post-without-wait operations are posted in groups of this many, the last one signaled. */
+    val signalEvery: Int = 1,
+    val rnrRetry: Int = 7,
+    val retryCount: Int = 7,
+    /** Local ACK timeout exponent: 4.096 us * 2^retryTimeout. */
+    val retryTimeout: Int = 14,
+    val completionMode: CompletionMode = CompletionMode.BUSY,
+    /** null: derived from the operations of the scenario (least privilege). */
+    val remoteAccess: Set<RemoteAccess>? = null,
+    /** Bound on control-path waits: accepting/connecting, the handshake, a silent peer, credits. */
+    val timeout: Duration = 30.seconds,
+) {
+    /** Bytes of one QP's data region. */
+    val dataBytes: Long get() = bufferSize.toLong() * bufferCount
+
+    /** The settings both peers must agree on: what goes into the scenario fingerprint. */
+    internal fun shared(): Map<String, String> = linkedMapOf(
+        "qps" to qps.toString(),
+        "bufferSize" to bufferSize.toString(),
+        "bufferCount" to bufferCount.toString(),
+        "sendDepth" to sendDepth.toString(),
+        "recvDepth" to recvDepth.toString(),
+        "mtu" to (mtu?.toString() ?: "auto"),
+        "inlineThreshold" to inlineThreshold.toString(),
+        "signalEvery" to signalEvery.toString(),
+        "cqMode" to cqMode.name,
+        "rnrRetry" to rnrRetry.toString(),
+        "retryCount" to retryCount.toString(),
+        "retryTimeout" to retryTimeout.toString(),
+        "remoteAccess" to (remoteAccess?.sorted()?.joinToString(",") ?: "derived"),
+    )
+}
+
+/**
+ * Local choices given outside the scenario (a launcher's -d/-g/-i options): they win over what
+ * the scenario says, so the same script runs on hosts with different devices.
+ */
+data class SettingsOverrides(
+    val device: String? = null,
+    val gidIndex: Int? = null,
+    val port: Int? = null,
+    val completionMode: CompletionMode? = null,
+    val timeout: Duration? = null,
+) {
+    fun applyTo(s: ScenarioSettings): ScenarioSettings = s.copy(
+        device = device ?: s.device,
+        gidIndex = gidIndex ?: s.gidIndex,
+        port = port ?: s.port,
+        completionMode = completionMode ?: s.completionMode,
+        timeout = timeout ?: s.timeout,
+    )
+}

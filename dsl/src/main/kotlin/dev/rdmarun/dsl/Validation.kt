@@ -1,0 +1,123 @@
+package dev.rdmarun.dsl
+
+import dev.rdmarun.runtime.DeviceAttributes
+import dev.rdmarun.runtime.PortAttributes
+import dev.rdmarun.runtime.VerbsException
+
+/**
+ * A scenario that cannot run as written, or a peer that does not match: one sentence saying what
+ * and, where it helps, how to fix it. Launchers print [message] without a stack trace.
+ */
+open class ScenarioException(message: String, cause: Throwable? = null, val hint: String? = null) : RuntimeException(message, cause) {
+    /** The message and, on a second line, the hint. */
+    fun describe(): String = if (hint == null) message.orEmpty() else "$message\n  hint: $hint"
+}
+
+/** The peer reported a failure, closed the control connection or went silent. */
+class PeerException(message: String, cause: Throwable? = null) : ScenarioException(message, cause)
+
+/** What a launcher prints for a failed run: the sentence, and the hint on a second line when there is one. */
+fun describeFailure(t: Throwable): String = when (t) {
+    is ScenarioException -> t.describe()
+    is VerbsException -> t.describe()
+    else -> t.message ?: t.toString()
+}
+
+/**
+ * Checks of a plan, in three stages: settings alone ([checkSettings], as each setting is made),
+ * the whole plan ([checkPlan]), and the plan against a device ([checkDevice]; the device is
+ * given as values, so all of it is testable without RDMA hardware).
+ */
+object Validation {
+    private val MTUS = setOf(256, 512, 1024, 2048, 4096)
+
+    fun checkSettings(s: ScenarioSettings) {
+        fun fail(msg: String): Nothing = throw ScenarioException(msg)
+        if (s.qps < 1) fail("qps(${s.qps}): a scenario needs at least 1 QP")
+        if (s.port !in 1..255) fail("port(${s.port}): ports are numbered 1..255")
+        s.gidIndex?.let { if (it !in 0..255) fail("gidIndex($it): GID indexes are 0..255") }
+        if (s.bufferSize < 1) fail("bufferSize(${s.bufferSize}): a buffer needs at least 1 byte")
+        if (s.bufferCount < 1) fail("bufferCount(${s.bufferCount}): each QP needs at least 1 buffer")
+        if (s.sendDepth < 1) fail("sendDepth(${s.sendDepth}): the send queue needs at least 1 entry")
+        if (s.recvDepth < 1) fail("recvDepth(${s.recvDepth}): the receive queue needs at least 1 entry")
+        s.mtu?.let { if (it !in MTUS) fail("mtu($it): the MTU must be 256, 512, 1024, 2048 or 4096") }
+        if (s.inlineThreshold < 0) fail("inlineThreshold(${s.inlineThreshold}) cannot be negative")
+        if (s.signalEvery !in 1..s.sendDepth) {
+            fail("signalEvery(${s.signalEvery}) must be 1..sendDepth (${s.sendDepth}): a group of unsignaled work requests has to fit the send queue")
+        }
+        if (s.rnrRetry !in 0..7) fail("rnrRetry(${s.rnrRetry}) must be 0..7 (7 retries forever)")
+        if (s.retryCount !in 0..7) fail("retry(count = ${s.retryCount}) must be 0..7")
+        if (s.retryTimeout !in 0..31) fail("retry(timeout = ${s.retryTimeout}) must be 0..31")
+        if (!s.timeout.isPositive()) fail("timeout(${s.timeout}) must be positive")
+    }
+
+    /** Checks that need the whole plan but no device. */
+    fun checkPlan(plan: ScenarioPlan) {
+        checkSettings(plan.settings)
+        for (role in Role.entries) {
+            val receives = plan.uses(role, OpKind.RECEIVE)
+            val peerSends = plan.opsOf(role.other).any { it.kind.consumesPeerReceive }
+            if (receives && !peerSends) {
+                throw ScenarioException("the ${role.label} calls receive() but the ${role.other.label} never sends " +
+                    "(send, sendWithImm or writeWithImm), so it would wait forever")
+            }
+        }
+        val explicit = plan.settings.remoteAccess ?: return
+        for (op in plan.ops) {
+            val needed = op.kind.peerAccess ?: continue
+            val granted = explicit.map { with(AccessPlan) { it.toAccess() } }
+            if (needed !in granted) {
+                val grant = if (explicit.isEmpty()) "nothing" else explicit.sorted().joinToString(", ")
+                throw ScenarioException("${op.kind.label}() needs $needed on the peer's buffers, but remoteAccess($grant) does not grant it")
+            }
+        }
+    }
+
+    /**
+     * Checks the plan against the devices there are and the chosen device's attributes (and its
+     * port's, when known); returns the device name to open.
+     */
+    fun checkDevice(plan: ScenarioPlan, devices: List<String>, attributes: (String) -> DeviceAttributes, port: ((String) -> PortAttributes)? = null): String {
+        val s = plan.settings
+        fun fail(msg: String): Nothing = throw ScenarioException(msg)
+        if (devices.isEmpty()) fail("there are no RDMA devices (load rdma_rxe and add a Soft-RoCE device, or use a machine with an RDMA NIC)")
+        val name = s.device ?: devices.first()
+        if (name !in devices) fail("no RDMA device named '$name' (devices: ${devices.joinToString(", ")})")
+        val a = attributes(name)
+        if (s.port > a.physPortCount) fail("port ${s.port} does not exist on $name, which has ${a.physPortCount} port${if (a.physPortCount == 1) "" else "s"}")
+        if (s.qps > a.maxQp) fail("qps(${s.qps}) is outside 1..${a.maxQp}, the QP limit (max_qp) of $name")
+        // max_mr_size is a u64 (Soft-RoCE reports 2^64-1, which a Java long shows as -1).
+        val maxMr = java.lang.Long.toUnsignedString(a.maxMrSize)
+        if (java.lang.Long.compareUnsigned(s.dataBytes, a.maxMrSize) > 0) {
+            fail("a data region of ${s.dataBytes} bytes (bufferCount ${s.bufferCount} x bufferSize ${s.bufferSize}) is larger than max_mr_size $maxMr of $name")
+        }
+        val slots = s.recvDepth.toLong() * s.bufferSize
+        if (java.lang.Long.compareUnsigned(slots, a.maxMrSize) > 0) {
+            fail("the receive slots of a QP ($slots bytes = recvDepth ${s.recvDepth} x bufferSize ${s.bufferSize}) exceed max_mr_size $maxMr of $name")
+        }
+        if (s.sendDepth + 1 > a.maxQpWr) fail("sendDepth(${s.sendDepth}) plus the DSL's credit slot exceeds max_qp_wr ${a.maxQpWr} of $name")
+        if (s.recvDepth > a.maxQpWr) fail("recvDepth(${s.recvDepth}) exceeds max_qp_wr ${a.maxQpWr} of $name")
+        val perQp = s.sendDepth + 1L + s.recvDepth
+        val cqEntries = if (s.cqMode == CqMode.SHARED) perQp * s.qps else perQp
+        if (cqEntries > a.maxCqe) {
+            val fix = if (s.cqMode == CqMode.SHARED) "use perQpCq() or smaller queue depths" else "use smaller queue depths"
+            fail("the ${if (s.cqMode == CqMode.SHARED) "shared " else ""}CQ needs $cqEntries entries but max_cqe of $name is ${a.maxCqe}: $fix")
+        }
+        val cqs = if (s.cqMode == CqMode.SHARED) 1 else s.qps
+        if (cqs > a.maxCq) fail("perQpCq() with ${s.qps} QPs needs $cqs CQs but max_cq of $name is ${a.maxCq}: use sharedCq()")
+        val mrs = 2L * s.qps + 1
+        if (mrs > a.maxMr) fail("${s.qps} QPs need up to $mrs memory regions but max_mr of $name is ${a.maxMr}")
+        plan.ops.firstOrNull { it.kind.isAtomic }?.let {
+            if (a.atomicCap == DeviceAttributes.AtomicCapability.NONE) {
+                fail("${it.kind.label}() needs atomic operations, but $name reports atomic_cap NONE")
+            }
+        }
+        if (port != null) {
+            val p = port(name)
+            if (p.state() != PortAttributes.PortState.ACTIVE) fail("port ${s.port} of $name is ${p.state()}, not ACTIVE (check the link and `rdma link`)")
+            val largest = plan.ops.filter { it.kind.isSendQueue }.maxOfOrNull { it.size } ?: 0
+            if (largest > p.maxMessageSize()) fail("a ${largest}-byte operation exceeds max_msg_sz ${p.maxMessageSize()} of $name port ${s.port}")
+        }
+        return name
+    }
+}
