@@ -160,7 +160,8 @@ internal class Session(private val plan: ScenarioPlan, private val parameters: M
             val names = list.devices().map { it.name() }
             deviceName = Validation.checkDevice(plan, names,
                 attributes = { name -> list.find(name).open().also { context = it }.queryDevice() },
-                port = { context!!.queryPort(settings.port) })
+                port = { context!!.queryPort(settings.port) },
+                missing = list.unavailable().firstOrNull()?.describeInline())
         }
     }
 

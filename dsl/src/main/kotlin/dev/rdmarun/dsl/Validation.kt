@@ -75,14 +75,17 @@ object Validation {
 
     /**
      * Checks the plan against the devices there are and the chosen device's attributes (and its
-     * port's, when known); returns the device name to open.
+     * port's, when known); returns the device name to open: the scenario's, else the first (real
+     * devices are listed before the software one). [missing] says why kernel devices may be
+     * missing (no RDMA support, say), for the error that names an unknown device.
      */
-    fun checkDevice(plan: ScenarioPlan, devices: List<String>, attributes: (String) -> DeviceAttributes, port: ((String) -> PortAttributes)? = null): String {
+    fun checkDevice(plan: ScenarioPlan, devices: List<String>, attributes: (String) -> DeviceAttributes,
+                    port: ((String) -> PortAttributes)? = null, missing: String? = null): String {
         val s = plan.settings
-        fun fail(msg: String): Nothing = throw ScenarioException(msg)
+        fun fail(msg: String, hint: String? = null): Nothing = throw ScenarioException(msg, hint = hint)
         if (devices.isEmpty()) fail("there are no RDMA devices (load rdma_rxe and add a Soft-RoCE device, or use a machine with an RDMA NIC)")
         val name = s.device ?: devices.first()
-        if (name !in devices) fail("no RDMA device named '$name' (devices: ${devices.joinToString(", ")})")
+        if (name !in devices) fail("no RDMA device named '$name' (devices: ${devices.joinToString(", ")})", missing)
         val a = attributes(name)
         if (s.port > a.physPortCount) fail("port ${s.port} does not exist on $name, which has ${a.physPortCount} port${if (a.physPortCount == 1) "" else "s"}")
         if (s.qps > a.maxQp) fail("qps(${s.qps}) is outside 1..${a.maxQp}, the QP limit (max_qp) of $name")

@@ -1,45 +1,39 @@
 package dev.rdmarun.runtime;
 
-import java.lang.foreign.MemorySegment;
-
 /**
- * One RDMA device of a {@link DeviceList}. Valid while its list is open; {@link #open()} gives
- * a {@link Context} that stays valid after the list is closed (as ibv_open_device allows).
+ * One RDMA device of a {@link DeviceList}: a libibverbs device, or rdma-run's software emulation.
+ * {@link #open()} gives a {@link Context} that stays valid after the list is closed.
  */
-public final class Device {
-    private final DeviceList list;
-    private final MemorySegment handle;
+public abstract class Device {
     private final String name;
     private final long nodeGuid;
 
-    Device(DeviceList list, MemorySegment handle, String name, long nodeGuid) {
-        this.list = list;
-        this.handle = handle;
+    protected Device(String name, long nodeGuid) {
         this.name = name;
         this.nodeGuid = nodeGuid;
     }
 
-    public String name() {
+    public final String name() {
         return name;
     }
 
-    /** Node GUID in host order (ibv_get_device_guid gives it big-endian). */
-    public long nodeGuid() {
+    /** Node GUID in host order. */
+    public final long nodeGuid() {
         return nodeGuid;
     }
 
     /** The GUID as ibv_devices prints it: 16 hex digits. */
-    public String nodeGuidHex() {
+    public final String nodeGuidHex() {
         return String.format("%016x", nodeGuid);
     }
 
-    public Context open() {
-        list.ensureOpen();
-        return Context.open(this, handle);
-    }
+    /** True for rdma-run's software emulation (no kernel RDMA involved). */
+    public abstract boolean isSoftware();
+
+    public abstract Context open();
 
     @Override
     public String toString() {
-        return name + " (" + nodeGuidHex() + ")";
+        return name + " (" + nodeGuidHex() + (isSoftware() ? ", software emulation" : "") + ")";
     }
 }

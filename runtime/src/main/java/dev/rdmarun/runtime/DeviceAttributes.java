@@ -23,7 +23,7 @@ public record DeviceAttributes(
     public enum AtomicCapability {
         NONE, HCA, GLOB;
 
-        static AtomicCapability of(int code) {
+        public static AtomicCapability of(int code) {
             return switch (code) {
                 case 1 -> HCA;
                 case 2 -> GLOB;

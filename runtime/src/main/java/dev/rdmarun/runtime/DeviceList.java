@@ -1,76 +1,76 @@
 package dev.rdmarun.runtime;
 
-import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-
-import dev.rdmarun.runtime.ffi.Errno;
-import dev.rdmarun.runtime.ffi.LibIbverbs;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
+import java.util.ServiceLoader;
 import java.util.stream.Collectors;
 
-/** ibv_get_device_list / ibv_free_device_list as a closeable list. */
+/**
+ * The devices of every {@link VerbsProvider}: the libibverbs ones first, rdma-run's software
+ * emulation last, so the default (first) device is real hardware or rxe whenever there is one.
+ * Closing the list frees the providers' device lists; opened contexts stay valid.
+ */
 public final class DeviceList implements AutoCloseable {
-    private final MemorySegment array;
     private final List<Device> devices;
+    private final List<VerbsException> unavailable;
+    private final List<Runnable> releases;
     private volatile boolean closed;
 
-    private DeviceList(MemorySegment array, List<Device> devices) {
-        this.array = array;
-        this.devices = devices;
+    private DeviceList(List<Device> devices, List<VerbsException> unavailable, List<Runnable> releases) {
+        this.devices = List.copyOf(devices);
+        this.unavailable = List.copyOf(unavailable);
+        this.releases = releases;
     }
 
-    /**
-     * The RDMA devices of this machine. An empty list when there are none; a
-     * {@link VerbsException} with a hint when the kernel has no RDMA support at all.
-     */
+    /** Lists the devices of every provider. Never fails for a provider that cannot run here: see {@link #unavailable()}. */
     public static DeviceList open() {
-        LibIbverbs lib = LibIbverbs.get();
-        try (Arena arena = Arena.ofConfined()) {
-            Errno errno = new Errno(arena);
-            MemorySegment count = arena.allocate(JAVA_INT);
-            MemorySegment array = (MemorySegment) lib.getDeviceList.invokeExact(errno.segment(), count);
-            if (array.equals(MemorySegment.NULL)) {
-                int err = errno.value();
-                if (err == Errno.ENOSYS) {
-                    throw VerbsException.of("ibv_get_device_list", err,
-                            "this kernel has no RDMA support: load rdma_rxe and add a Soft-RoCE device"
-                                    + " (modprobe rdma_rxe; rdma link add rxe0 type rxe netdev eth0), or use a machine with an RDMA NIC");
-                }
-                throw VerbsException.of("ibv_get_device_list", err, null);
-            }
-            int n = count.get(JAVA_INT, 0);
-            MemorySegment entries = array.reinterpret(ADDRESS.byteSize() * (n + 1L));
-            List<Device> devices = new ArrayList<>(n);
-            DeviceList list = new DeviceList(array, devices);
-            for (int i = 0; i < n; i++) {
-                MemorySegment dev = entries.getAtIndex(ADDRESS, i);
-                String name = LibIbverbs.string((MemorySegment) lib.getDeviceName.invokeExact(dev));
-                long guidBigEndian = (long) lib.getDeviceGuid.invokeExact(dev);
-                devices.add(new Device(list, dev, name, Long.reverseBytes(guidBigEndian)));
-            }
-            return list;
-        } catch (VerbsException | UnsatisfiedLinkError e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException(t);
+        List<VerbsProvider> providers = new ArrayList<>();
+        ServiceLoader.load(VerbsProvider.class, DeviceList.class.getClassLoader()).forEach(providers::add);
+        providers.sort(Comparator.comparingInt(VerbsProvider::order));
+        List<Device> devices = new ArrayList<>();
+        List<VerbsException> unavailable = new ArrayList<>();
+        List<Runnable> releases = new ArrayList<>();
+        for (VerbsProvider p : providers) {
+            VerbsProvider.Discovery d = p.discover();
+            devices.addAll(d.devices());
+            if (d.unavailable() != null) unavailable.add(d.unavailable());
+            releases.add(d.release());
         }
+        return new DeviceList(devices, unavailable, releases);
     }
 
+    /** Every device, real ones first. */
     public List<Device> devices() {
         ensureOpen();
-        return List.copyOf(devices);
+        return devices;
     }
 
-    /** The device with this name, or an exception that lists the devices there are. */
+    /** The devices driven through libibverbs (hardware, rxe, siw), without the software emulation. */
+    public List<Device> kernelDevices() {
+        return devices().stream().filter(d -> !d.isSoftware()).toList();
+    }
+
+    /** Why a provider has no devices on this machine (e.g. "this kernel has no RDMA support"); empty when all could list. */
+    public List<VerbsException> unavailable() {
+        return unavailable;
+    }
+
+    /** The device with this name, or an exception that lists the devices there are (and why others are missing). */
     public Device find(String name) {
         ensureOpen();
         for (Device d : devices) if (d.name().equals(name)) return d;
         String known = devices.isEmpty() ? "there are no RDMA devices"
                 : "devices: " + devices.stream().map(Device::name).collect(Collectors.joining(", "));
-        throw new VerbsException("no RDMA device named '" + name + "'", known);
+        String why = unavailable.stream().map(VerbsException::describeInline).collect(Collectors.joining("; "));
+        throw new VerbsException("no RDMA device named '" + name + "'", why.isEmpty() ? known : known + "; " + why);
+    }
+
+    /** The device used when none is named: the first one (real devices come first). */
+    public Device defaultDevice() {
+        ensureOpen();
+        if (devices.isEmpty()) throw new VerbsException("there are no RDMA devices", null);
+        return devices.get(0);
     }
 
     void ensureOpen() {
@@ -81,10 +81,6 @@ public final class DeviceList implements AutoCloseable {
     public synchronized void close() {
         if (closed) return;
         closed = true;
-        try {
-            LibIbverbs.get().freeDeviceList.invokeExact(array);
-        } catch (Throwable t) {
-            throw new IllegalStateException(t);
-        }
+        for (Runnable r : releases) r.run();
     }
 }

@@ -10,7 +10,7 @@ public enum GidType {
         this.label = label;
     }
 
-    static GidType of(int code) {
+    public static GidType of(int code) {
         return switch (code) {
             case 0 -> IB;
             case 1 -> ROCE_V1;

@@ -1,59 +1,43 @@
 package dev.rdmarun.runtime;
 
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-
-import dev.rdmarun.runtime.ffi.Structs;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.EnumSet;
 import java.util.Set;
 
 /** ibv_mr over page-aligned off-heap memory that this object owns and frees after deregistering. */
-public final class MemoryRegion extends VerbsResource {
-    static final long PAGE = 4096;
+public abstract non-sealed class MemoryRegion extends VerbsResource {
+    public static final long PAGE = 4096;
 
+    private final ProtectionDomain pd;
     private final Arena arena;
     private final MemorySegment buffer;
-    private final MemorySegment handle;
     private final Set<Access> access;
     private final int lkey;
     private final int rkey;
-    private final ProtectionDomain pd;
 
-    private MemoryRegion(ProtectionDomain pd, Arena arena, MemorySegment buffer, MemorySegment handle, Set<Access> access) {
+    protected MemoryRegion(ProtectionDomain pd, Arena arena, MemorySegment buffer, Set<Access> access, int lkey, int rkey) {
         super("memory region", pd);
         this.pd = pd;
         this.arena = arena;
         this.buffer = buffer;
-        this.handle = handle.reinterpret(Structs.IBV_MR.byteSize());
         this.access = Set.copyOf(access);
-        this.lkey = this.handle.get(JAVA_INT, Structs.MR_LKEY);
-        this.rkey = this.handle.get(JAVA_INT, Structs.MR_RKEY);
+        this.lkey = lkey;
+        this.rkey = rkey;
     }
 
-    static MemoryRegion register(ProtectionDomain pd, long length, Set<Access> access) {
-        if (length <= 0) throw new IllegalArgumentException("a memory region needs a positive length, not " + length);
-        Set<Access> flags = access.isEmpty() ? EnumSet.noneOf(Access.class) : EnumSet.copyOf(access);
-        if ((flags.contains(Access.REMOTE_WRITE) || flags.contains(Access.REMOTE_ATOMIC))
-                && !flags.contains(Access.LOCAL_WRITE)) {
-            // The verbs spec requires it; ibv_reg_mr would fail with EINVAL.
-            throw new IllegalArgumentException("REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE too");
-        }
+    /** Registration of memory a provider allocates: gets the arena and the page-aligned buffer. */
+    protected interface Registration<M extends MemoryRegion> {
+        M register(Arena arena, MemorySegment buffer);
+    }
+
+    /**
+     * Allocates {@code length} page-aligned bytes in a new arena and registers them; the arena is
+     * closed again when registration fails.
+     */
+    protected static <M extends MemoryRegion> M allocate(long length, Registration<M> registration) {
         Arena arena = Arena.ofShared();
         try {
-            MemorySegment buffer = arena.allocate(length, PAGE);
-            return Calls.control((scratch, errno) -> {
-                MemorySegment mr = (MemorySegment) pd.context.lib.regMr.invokeExact(
-                        errno.segment(), pd.handle, buffer, length, Access.bits(flags));
-                if (mr.equals(MemorySegment.NULL)) {
-                    int e = errno.value();
-                    String hint = e == dev.rdmarun.runtime.ffi.Errno.ENOMEM || e == dev.rdmarun.runtime.ffi.Errno.EFAULT
-                            ? "too little locked memory: raise the memlock limit (ulimit -l unlimited, or memlock in /etc/security/limits.conf)"
-                            : null;
-                    throw VerbsException.of("ibv_reg_mr(" + length + " bytes, " + flags + ")", e, hint);
-                }
-                return new MemoryRegion(pd, arena, buffer, mr, flags);
-            });
+            return registration.register(arena, arena.allocate(length, PAGE));
         } catch (RuntimeException | Error e) {
             arena.close();
             throw e;
@@ -61,42 +45,43 @@ public final class MemoryRegion extends VerbsResource {
     }
 
     /** The registered memory. Valid until close. */
-    public MemorySegment segment() {
+    public final MemorySegment segment() {
         ensureOpen();
         return buffer;
     }
 
-    public long address() {
+    public final long address() {
         return buffer.address();
     }
 
-    public long length() {
+    public final long length() {
         return buffer.byteSize();
     }
 
-    public int lkey() {
+    public final int lkey() {
         return lkey;
     }
 
-    public int rkey() {
+    public final int rkey() {
         return rkey;
     }
 
-    public Set<Access> access() {
+    public final Set<Access> access() {
         return access;
     }
 
-    public ProtectionDomain protectionDomain() {
+    public final ProtectionDomain protectionDomain() {
         return pd;
     }
 
     /** What a peer needs to address this region remotely. */
-    public RemoteRegion toRemote() {
+    public final RemoteRegion toRemote() {
         return new RemoteRegion(address(), length(), rkey);
     }
 
-    /** Throws when [offset, offset+length) is not inside this region. Allocation-free on success. */
-    void checkBounds(long offset, long length) {
+    /** Throws when the region is closed or [offset, offset+length) is not inside it. Allocation-free on success. */
+    final void checkBounds(long offset, long length) {
+        ensureOpen();
         if (offset < 0 || length < 0 || offset + length > buffer.byteSize()) {
             throw new IndexOutOfBoundsException("range [" + offset + ", " + (offset + length)
                     + ") is outside the " + buffer.byteSize() + "-byte memory region");
@@ -104,15 +89,14 @@ public final class MemoryRegion extends VerbsResource {
     }
 
     @Override
-    protected void destroy() {
+    protected final void destroy() {
         try {
-            Calls.control((scratch, errno) -> {
-                int rc = (int) pd.context.lib.deregMr.invokeExact(errno.segment(), handle);
-                if (rc != 0) throw VerbsException.of("ibv_dereg_mr", rc > 0 ? rc : errno.value(), null);
-                return null;
-            });
+            deregister();
         } finally {
             arena.close();
         }
     }
+
+    /** Releases the registration; the memory is freed afterwards. */
+    protected abstract void deregister();
 }

@@ -4,6 +4,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 
+import dev.rdmarun.runtime.ffi.Calls;
 import dev.rdmarun.runtime.ffi.Errno;
 import dev.rdmarun.runtime.ffi.LibC;
 import java.lang.foreign.Arena;
@@ -60,6 +61,8 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment pollFds;
     private final MemorySegment eventValue;
+    /** The 1 written to the wake-up eventfd (under wakeFdLock). */
+    private final MemorySegment one;
     private final Errno errno;
     private final int wakeFd;
 
@@ -74,6 +77,8 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
         };
         this.pollFds = arena.allocate(LibC.POLLFD, 2);
         this.eventValue = arena.allocate(JAVA_LONG);
+        this.one = arena.allocate(JAVA_LONG);
+        one.set(JAVA_LONG, 0, 1L);
         this.errno = new Errno(arena);
         this.wakeFd = mode == IdleMode.EVENT ? createEventFd() : -1;
         this.thread = Thread.ofPlatform().name(name).daemon(true).unstarted(this::loop);
@@ -247,8 +252,8 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
             int nfds = 0;
             if (channel != null) setPollFd(nfds++, channel.fd());
             setPollFd(nfds++, wakeFd);
-            int rc = (int) LibC.POLL.invokeExact(errno.segment(), pollFds, (long) nfds, -1);
-            if (rc < 0 && errno.value() != Errno.EINTR) throw VerbsException.of("poll", errno.value(), null);
+            // A failed poll (EINTR: a signal) is a wake-up like any other: the loop polls the CQs again.
+            int unused = (int) LibC.POLL.invokeExact(pollFds, (long) nfds, -1);
         } finally {
             sleeping = false;
         }
@@ -291,18 +296,15 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     }
 
     private void writeEventFd() {
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment one = a.allocate(JAVA_LONG);
-            one.set(JAVA_LONG, 0, 1L);
-            Errno e = new Errno(a);
-            long unused = (long) LibC.WRITE.invokeExact(e.segment(), wakeFd, one, 8L);
+        try {
+            long unused = (long) LibC.WRITE.invokeExact(wakeFd, one, 8L);
         } catch (Throwable t) {
             throw Calls.unchecked(t);
         }
     }
 
     private void drainEventFd() throws Throwable {
-        long unused = (long) LibC.READ.invokeExact(errno.segment(), wakeFd, eventValue, 8L);
+        long unused = (long) LibC.READ.invokeExact(wakeFd, eventValue, 8L);
     }
 
     /** Fails what is still pending, lets the tasks that wake up see it, then frees the thread's memory. */

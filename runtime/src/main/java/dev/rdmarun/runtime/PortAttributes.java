@@ -15,7 +15,7 @@ public record PortAttributes(
     public enum PortState {
         NOP, DOWN, INIT, ARMED, ACTIVE, ACTIVE_DEFER, UNKNOWN;
 
-        static PortState of(int code) {
+        public static PortState of(int code) {
             PortState[] all = values();
             return code >= 0 && code < all.length - 1 ? all[code] : UNKNOWN;
         }
@@ -25,7 +25,7 @@ public record PortAttributes(
     public enum LinkLayer {
         UNSPECIFIED, INFINIBAND, ETHERNET;
 
-        static LinkLayer of(int code) {
+        public static LinkLayer of(int code) {
             return switch (code) {
                 case 1 -> INFINIBAND;
                 case 2 -> ETHERNET;

@@ -1,28 +1,18 @@
 package dev.rdmarun.runtime;
 
-import java.lang.foreign.MemorySegment;
+import java.util.EnumSet;
 import java.util.Set;
 
 /** ibv_pd: scopes memory regions and queue pairs. */
-public final class ProtectionDomain extends VerbsResource {
-    final Context context;
-    final MemorySegment handle;
+public abstract non-sealed class ProtectionDomain extends VerbsResource {
+    private final Context context;
 
-    private ProtectionDomain(Context context, MemorySegment handle) {
+    protected ProtectionDomain(Context context) {
         super("protection domain", context);
         this.context = context;
-        this.handle = handle;
     }
 
-    static ProtectionDomain allocate(Context context) {
-        return Calls.control((arena, errno) -> {
-            MemorySegment pd = (MemorySegment) context.lib.allocPd.invokeExact(errno.segment(), context.handle);
-            if (pd.equals(MemorySegment.NULL)) throw VerbsException.of("ibv_alloc_pd", errno.value(), null);
-            return new ProtectionDomain(context, pd);
-        });
-    }
-
-    public Context context() {
+    public final Context context() {
         return context;
     }
 
@@ -30,22 +20,28 @@ public final class ProtectionDomain extends VerbsResource {
      * Allocates {@code length} bytes of page-aligned off-heap memory and registers them with exactly
      * these access flags (least privilege: LOCAL_WRITE only where the HCA writes into it).
      */
-    public MemoryRegion registerMemory(long length, Set<Access> access) {
+    public final MemoryRegion registerMemory(long length, Set<Access> access) {
         ensureOpen();
-        return MemoryRegion.register(this, length, access);
+        if (length <= 0) throw new IllegalArgumentException("a memory region needs a positive length, not " + length);
+        Set<Access> flags = access.isEmpty() ? EnumSet.noneOf(Access.class) : EnumSet.copyOf(access);
+        if ((flags.contains(Access.REMOTE_WRITE) || flags.contains(Access.REMOTE_ATOMIC))
+                && !flags.contains(Access.LOCAL_WRITE)) {
+            // The verbs spec requires it; ibv_reg_mr would fail with EINVAL.
+            throw new IllegalArgumentException("REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE too");
+        }
+        return register(length, flags);
     }
 
-    public QueuePair createQueuePair(QueuePairConfig config) {
+    public final QueuePair createQueuePair(QueuePairConfig config) {
         ensureOpen();
-        return QueuePair.create(this, config);
+        if (config.sendCq().context() != context || config.recvCq().context() != context) {
+            throw new IllegalArgumentException("the CQs and the PD belong to different devices");
+        }
+        return newQueuePair(config);
     }
 
-    @Override
-    protected void destroy() {
-        Calls.control((arena, errno) -> {
-            int rc = (int) context.lib.deallocPd.invokeExact(errno.segment(), handle);
-            if (rc != 0) throw VerbsException.of("ibv_dealloc_pd", rc > 0 ? rc : errno.value(), null);
-            return null;
-        });
-    }
+    /** Allocates and registers the memory ({@link MemoryRegion#allocate} gives it page-aligned). */
+    protected abstract MemoryRegion register(long length, Set<Access> flags);
+
+    protected abstract QueuePair newQueuePair(QueuePairConfig config);
 }

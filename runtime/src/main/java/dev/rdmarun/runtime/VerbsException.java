@@ -21,7 +21,7 @@ public class VerbsException extends RuntimeException {
     }
 
     /** "call failed: strerror (errno N)", with errno 0 meaning the call gave no errno. */
-    static VerbsException of(String call, int errno, String hint) {
+    public static VerbsException of(String call, int errno, String hint) {
         String text = errno == 0 ? call + " failed" : call + " failed: " + LibC.strerror(errno) + " (errno " + errno + ")";
         return new VerbsException(text, errno, hint);
     }
@@ -33,6 +33,11 @@ public class VerbsException extends RuntimeException {
     /** Likely cause and fix, or null when none is known. */
     public String hint() {
         return hint;
+    }
+
+    /** Message and hint on one line. */
+    public String describeInline() {
+        return hint == null ? getMessage() : getMessage() + " (" + hint + ")";
     }
 
     /** Message and hint on one or two lines, for people. */

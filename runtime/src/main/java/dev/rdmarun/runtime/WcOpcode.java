@@ -2,7 +2,18 @@ package dev.rdmarun.runtime;
 
 /** enum ibv_wc_opcode: what a completion completed. */
 public enum WcOpcode {
-    SEND, RDMA_WRITE, RDMA_READ, COMP_SWAP, FETCH_ADD, BIND_MW, LOCAL_INV, TSO, RECV, RECV_RDMA_WITH_IMM, UNKNOWN;
+    SEND(0), RDMA_WRITE(1), RDMA_READ(2), COMP_SWAP(3), FETCH_ADD(4), BIND_MW(5), LOCAL_INV(6), TSO(7), RECV(128),
+    RECV_RDMA_WITH_IMM(129), UNKNOWN(-1);
+
+    private final int code;
+
+    WcOpcode(int code) {
+        this.code = code;
+    }
+
+    public int code() {
+        return code;
+    }
 
     public static WcOpcode of(int code) {
         return switch (code) {

@@ -3,7 +3,6 @@ package dev.rdmarun.runtime;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
-import dev.rdmarun.runtime.ffi.LibIbverbs;
 import dev.rdmarun.runtime.ffi.Structs;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -86,7 +85,7 @@ public final class WorkCompletions implements AutoCloseable {
     /** ibv_wc_status_str plus the likely cause: for error reports, not for the polling loop. */
     public String describe(int i) {
         WcStatus s = status(i);
-        String text = LibIbverbs.get().wcStatusString(statusCode(i));
+        String text = s.text();
         return "work request " + wrId(i) + " on QP " + qpNum(i) + ": " + text + " (" + s + ", vendor error 0x"
                 + Integer.toHexString(vendorError(i)) + ")" + (s.hint() != null ? "\n  hint: " + s.hint() : "");
     }
@@ -95,7 +94,7 @@ public final class WorkCompletions implements AutoCloseable {
     public VerbsException failure(int i) {
         WcStatus s = status(i);
         return new VerbsException("work request " + wrId(i) + " on QP " + qpNum(i) + " completed with "
-                + LibIbverbs.get().wcStatusString(statusCode(i)) + " (" + s + ")", 0, s.hint());
+                + s.text() + " (" + s + ")", 0, s.hint());
     }
 
     @Override

@@ -308,9 +308,7 @@ public final class MultiQpRuntime {
     private static Context openDevice(String name) {
         if (name != null) return Context.open(name);
         try (var list = dev.rdmarun.runtime.DeviceList.open()) {
-            var devices = list.devices();
-            if (devices.isEmpty()) throw new VerbsException("there are no RDMA devices", "load rdma_rxe and add a Soft-RoCE device, or give -d");
-            return devices.getFirst().open();
+            return list.defaultDevice().open(); // real devices first; soft0 where there is none
         }
     }
 

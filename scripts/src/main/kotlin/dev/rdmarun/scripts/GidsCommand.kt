@@ -18,8 +18,11 @@ class GidsCommand : RdmaCommand("gids") {
 
     override fun execute() {
         val tables = DeviceList.open().use { list ->
+            if (device == null && list.kernelDevices().isEmpty()) {
+                val why = list.unavailable().firstOrNull()?.let { oneLine(it) } ?: "the kernel has no RDMA device"
+                emit("rdma-run gids: $why; showing the software emulation only", err = true)
+            }
             val devices = device?.let { listOf(list.find(it)) } ?: list.devices()
-            if (devices.isEmpty()) throw CommandFailure("No RDMA devices found")
             devices.map { dev -> dev.name() to dev.open().use { it.gidTable() } }
         }
         formatGidTable(tables).forEach { emit(it) }

@@ -75,8 +75,11 @@ class PingpongCommand : RdmaCommand("pingpong") {
 
     private fun run(interruption: Interruption, limits: Limits) {
         val context = DeviceList.open().use { list ->
-            val dev = device?.let { list.find(it) } ?: list.devices().firstOrNull()
-                ?: throw CommandFailure("No RDMA devices found")
+            val dev = device?.let { list.find(it) } ?: list.defaultDevice()
+            if (device == null && dev.isSoftware()) {
+                emit("rdma-run pingpong: no RDMA device here: using ${dev.name()}, rdma-run's software emulation" +
+                    " (its peer must use it too; ibv_rc_pingpong cannot)", err = true)
+            }
             dev.open()
         }
         context.use { ctx ->

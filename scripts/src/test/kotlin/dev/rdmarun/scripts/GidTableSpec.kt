@@ -1,5 +1,7 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.runtime.Context as VerbsContext
+import dev.rdmarun.runtime.Device
 import dev.rdmarun.runtime.Gid
 import dev.rdmarun.runtime.GidEntry
 import dev.rdmarun.runtime.GidType
@@ -82,11 +84,17 @@ class GidTableSpec : FunSpec({
         lines[3] shouldEndWith "\t*"
     }
 
-    test("the devices table is ibv_devices' format") {
-        formatDeviceTable(listOf("rxe0" to "505400fffe123456")) shouldBe listOf(
+    fun device(name: String, guid: Long, software: Boolean) = object : Device(name, guid) {
+        override fun isSoftware() = software
+        override fun open(): VerbsContext = error("not opened in this spec")
+    }
+
+    test("the devices table is ibv_devices' format, the software device marked as such") {
+        formatDeviceTable(listOf(device("rxe0", 0x505400fffe123456, false), device("soft0", 0x0200000000000001, true))) shouldBe listOf(
             "    device          \t   node GUID",
             "    ------          \t----------------",
             "    rxe0            \t505400fffe123456",
+            "    soft0           \t0200000000000001\t(software emulation, rdma-run's own provider; no kernel RDMA)",
         )
     }
 })

@@ -19,6 +19,8 @@ public final class Errno {
     public static final int EFAULT = 14;
     public static final int EINVAL = 22;
     public static final int ENOSYS = 38;
+    public static final int ENODATA = 61;
+    public static final int EOVERFLOW = 75;
     public static final int ENETUNREACH = 101;
     public static final int ETIMEDOUT = 110;
 

@@ -29,10 +29,15 @@ public final class LibC {
 
     private static final MethodHandle STRERROR;
     private static final MethodHandle IF_INDEXTONAME;
-    public static final MethodHandle POLL;     // int (struct pollfd *, nfds_t, int timeout), errno
+    /*
+     * poll, read and write are on the data path of event-mode dispatching (eventfd wake-ups) and
+     * their callers need no errno, so they are bound without errno capture: capturing costs a
+     * small allocation per call until the JIT removes it.
+     */
+    public static final MethodHandle POLL;     // int (struct pollfd *, nfds_t, int timeout)
     public static final MethodHandle EVENTFD;  // int (unsigned, int), errno
-    public static final MethodHandle READ;     // ssize_t (int, void *, size_t), errno
-    public static final MethodHandle WRITE;    // ssize_t (int, const void *, size_t), errno
+    public static final MethodHandle READ;     // ssize_t (int, void *, size_t)
+    public static final MethodHandle WRITE;    // ssize_t (int, const void *, size_t)
     public static final MethodHandle CLOSE;    // int (int)
     public static final MethodHandle FCNTL;    // int (int, int, int), errno
 
@@ -40,10 +45,10 @@ public final class LibC {
         var libc = Native.LINKER.defaultLookup();
         STRERROR = Native.bind(libc, "strerror", FunctionDescriptor.of(ADDRESS, JAVA_INT));
         IF_INDEXTONAME = Native.bind(libc, "if_indextoname", FunctionDescriptor.of(ADDRESS, JAVA_INT, ADDRESS));
-        POLL = Native.bindWithErrno(libc, "poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
+        POLL = Native.bind(libc, "poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
         EVENTFD = Native.bindWithErrno(libc, "eventfd", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT));
-        READ = Native.bindWithErrno(libc, "read", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
-        WRITE = Native.bindWithErrno(libc, "write", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
+        READ = Native.bind(libc, "read", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
+        WRITE = Native.bind(libc, "write", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
         CLOSE = Native.bind(libc, "close", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
         FCNTL = Native.bindWithErrno(libc, "fcntl", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
     }

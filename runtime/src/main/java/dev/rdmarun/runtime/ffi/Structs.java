@@ -189,6 +189,7 @@ public final class Structs {
     public static final long QP_INIT_SQ_SIG_ALL = offset(IBV_QP_INIT_ATTR, "sq_sig_all");
 
     public static final long QP_ATTR_STATE = offset(IBV_QP_ATTR, "qp_state");
+    public static final long QP_ATTR_CUR_STATE = offset(IBV_QP_ATTR, "cur_qp_state");
     public static final long QP_ATTR_PATH_MTU = offset(IBV_QP_ATTR, "path_mtu");
     public static final long QP_ATTR_QKEY = offset(IBV_QP_ATTR, "qkey");
     public static final long QP_ATTR_RQ_PSN = offset(IBV_QP_ATTR, "rq_psn");

@@ -1,4 +1,4 @@
-package dev.rdmarun.runtime.device;
+package dev.rdmarun.runtime.conformance;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -23,20 +23,23 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-/** The dispatcher completing real work in each idle mode, and its data path allocating nothing. */
-@Tag("rdma")
-class DispatcherDeviceTest {
+/**
+ * The dispatcher completing real work in each idle mode (EVENT sleeps on the provider's completion
+ * channel), and its data path allocating nothing, on every provider (see {@link VerbsConformance}).
+ */
+abstract class DispatcherConformance {
     private static final int ROUNDS = 8000;
     private Context context;
 
+    protected abstract Context openContext();
+
     @BeforeEach
     void open() {
-        context = RdmaDevice.open();
+        context = openContext();
     }
 
     @AfterEach

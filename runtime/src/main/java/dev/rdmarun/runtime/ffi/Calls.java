@@ -1,17 +1,16 @@
-package dev.rdmarun.runtime;
+package dev.rdmarun.runtime.ffi;
 
-import dev.rdmarun.runtime.ffi.Errno;
 import java.lang.foreign.Arena;
 
 /** Runs a control-path downcall with a scratch arena and an errno capture, unwrapping Throwable. */
-final class Calls {
+public final class Calls {
     private Calls() {}
 
-    interface Body<T> {
+    public interface Body<T> {
         T run(Arena arena, Errno errno) throws Throwable;
     }
 
-    static <T> T control(Body<T> body) {
+    public static <T> T control(Body<T> body) {
         try (Arena arena = Arena.ofConfined()) {
             return body.run(arena, new Errno(arena));
         } catch (RuntimeException | Error e) {
@@ -22,7 +21,7 @@ final class Calls {
     }
 
     /** Rethrows a Throwable from invokeExact on the data path without wrapping runtime exceptions. */
-    static RuntimeException unchecked(Throwable t) {
+    public static RuntimeException unchecked(Throwable t) {
         if (t instanceof RuntimeException r) return r;
         if (t instanceof Error e) throw e;
         return new IllegalStateException(t);

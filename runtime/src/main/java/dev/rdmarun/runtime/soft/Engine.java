@@ -1,0 +1,171 @@
+package dev.rdmarun.runtime.soft;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import org.jctools.queues.atomic.MpscAtomicArrayQueue;
+
+/**
+ * The "hardware" of one software context: a thread that does what an RNIC does behind the verbs.
+ * It takes the packets that arrive for the context's QPs (responder and requester side), sends
+ * what posted work requests ask for (rung by {@link #ring}), and runs the QPs' timers (RNR back-off,
+ * ACK timeout). Posting and polling never wait for it: they only touch the QP's queues and the CQ.
+ */
+final class Engine implements Runnable {
+    private static final int INBOUND_CAPACITY = 1 << 14;
+    private static final int SPINS_BEFORE_PARK = 200;
+    private static final long MAX_PARK_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+
+    private final SoftContext context;
+    private final Thread thread;
+    private final MpscAtomicArrayQueue<Packet> inbound = new MpscAtomicArrayQueue<>(INBOUND_CAPACITY);
+    private final MpscAtomicArrayQueue<SoftQueuePair> doorbells = new MpscAtomicArrayQueue<>(SoftContext.MAX_QP);
+    /** Packets whose link was busy, each with its link in {@link Packet#via}; sent first next round. */
+    private final ArrayDeque<Packet> backlog = new ArrayDeque<>();
+    /** QPs with a running timer; scanned each round (a context has few QPs with work in flight). */
+    private final ArrayList<SoftQueuePair> timed = new ArrayList<>();
+    private volatile boolean running = true;
+    private volatile boolean sleeping;
+
+    Engine(SoftContext context, String name) {
+        this.context = context;
+        this.thread = Thread.ofPlatform().name(name).daemon(true).unstarted(this);
+    }
+
+    void start() {
+        thread.start();
+    }
+
+    boolean isEngineThread() {
+        return Thread.currentThread() == thread;
+    }
+
+    /** A packet for this context; false when the inbound queue is full (the sender retries). */
+    boolean deliver(Packet p) {
+        if (!inbound.offer(p)) return false;
+        wake();
+        return true;
+    }
+
+    /** The QP has new work requests to send. Any thread; allocation-free. */
+    void ring(SoftQueuePair qp) {
+        if (qp.scheduled.compareAndSet(false, true)) {
+            doorbells.offer(qp); // at most one entry per QP: the queue holds every QP the context may have
+            wake();
+        }
+    }
+
+    /** Sends over a link from the engine thread; a busy link keeps the packet in the backlog, in order. */
+    void send(Link link, Packet p) {
+        if (backlog.isEmpty() && link.offer(p)) return;
+        p.via = link;
+        backlog.addLast(p);
+    }
+
+    /** Runs the QP's timers from now on (engine thread). */
+    void timerStarted(SoftQueuePair qp) {
+        if (!timed.contains(qp)) timed.add(qp);
+    }
+
+    private void wake() {
+        if (sleeping) LockSupport.unpark(thread);
+    }
+
+    @Override
+    public void run() {
+        int idle = 0;
+        while (running) {
+            int work = flushBacklog() + handleInbound() + transmit();
+            long nextDeadline = runTimers();
+            if (work > 0) {
+                idle = 0;
+                continue;
+            }
+            if (++idle < SPINS_BEFORE_PARK) {
+                Thread.onSpinWait();
+                continue;
+            }
+            sleeping = true;
+            // Re-check after announcing the sleep: a producer that saw sleeping == false did not unpark.
+            if (inbound.isEmpty() && doorbells.isEmpty() && running) {
+                long park = nextDeadline == 0 ? MAX_PARK_NANOS
+                        : Math.min(MAX_PARK_NANOS, Math.max(0, nextDeadline - System.nanoTime()));
+                if (park > 0) LockSupport.parkNanos(this, park);
+            }
+            sleeping = false;
+            idle = 0;
+        }
+        // Stopped: return what is still queued to its pools.
+        Packet p;
+        while ((p = inbound.poll()) != null) p.release();
+        while ((p = backlog.pollFirst()) != null) p.release();
+    }
+
+    private int flushBacklog() {
+        int n = 0;
+        Packet p;
+        while ((p = backlog.peekFirst()) != null) {
+            Link via = p.via;
+            p.via = null;
+            if (!via.offer(p)) {
+                p.via = via;
+                break;
+            }
+            backlog.pollFirst();
+            n++;
+        }
+        return n;
+    }
+
+    private int handleInbound() {
+        int n = 0;
+        Packet p;
+        // Bounded per round, so doorbells and timers get their turn under a flood of packets.
+        while (n < 256 && (p = inbound.poll()) != null) {
+            n++;
+            context.handle(p);
+        }
+        return n;
+    }
+
+    private int transmit() {
+        int n = 0;
+        SoftQueuePair qp;
+        while ((qp = doorbells.poll()) != null) {
+            qp.scheduled.set(false);
+            qp.transmit();
+            n++;
+        }
+        return n;
+    }
+
+    /** Fires due timers; returns the earliest deadline still pending, or 0 when none is. */
+    private long runTimers() {
+        if (timed.isEmpty()) return 0;
+        long now = System.nanoTime();
+        long next = 0;
+        for (int i = timed.size() - 1; i >= 0; i--) {
+            SoftQueuePair qp = timed.get(i);
+            long deadline = qp.runTimer(now);
+            if (deadline == 0) {
+                timed.remove(i);
+            } else if (next == 0 || deadline - next < 0) {
+                next = deadline;
+            }
+        }
+        return next;
+    }
+
+    /** Stops the thread and waits for it (bounded). */
+    void stop() {
+        running = false;
+        LockSupport.unpark(thread);
+        if (isEngineThread()) return;
+        try {
+            thread.join(TimeUnit.SECONDS.toMillis(10));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

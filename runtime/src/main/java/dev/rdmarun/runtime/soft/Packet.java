@@ -1,0 +1,85 @@
+package dev.rdmarun.runtime.soft;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * One message of the software fabric: a request (one whole work request: the emulation does not
+ * split messages into MTU-sized packets, so one PSN per message) or a response (ACK, NAK, READ
+ * data, atomic result). Packets are pooled and reused: a request becomes its own response at the
+ * responder, so a message costs no allocation once the pool is warm.
+ */
+final class Packet {
+    // kinds
+    static final int REQUEST = 1, ACK = 2, NAK = 3, READ_RESPONSE = 4, ATOMIC_RESPONSE = 5;
+    static final int MAX_KIND = ATOMIC_RESPONSE;
+    // NAK syndromes (IB spec AETH: RNR NAK, and the NAK codes rdma-run meets)
+    static final int NAK_RNR = 1, NAK_INVALID_REQUEST = 2, NAK_REMOTE_ACCESS = 3, NAK_REMOTE_OPERATIONAL = 4;
+    static final int MAX_SYNDROME = NAK_REMOTE_OPERATIONAL;
+
+    /** The pool this packet returns to. */
+    final PacketPool pool;
+
+    int kind;
+    /** REQUEST: ibv_wr_opcode code; NAK: syndrome. */
+    int opcode;
+    /** RNR NAK: the responder's min_rnr_timer (encoded, 0..31). */
+    int rnrTimer;
+    int dstQpn;
+    int srcQpn;
+    int psn;
+    /** The requester's port LID: the responder checks it against the QP's address vector. */
+    int srcLid;
+    long remoteAddress;
+    int rkey;
+    int imm;
+    /** Atomic request: compare/add operand; atomic response: the original value. */
+    long compareAdd;
+    long swap;
+    /** READ request: how many bytes to read (its response carries them as payload). */
+    int readLength;
+
+    /** Payload: SEND/WRITE data of a request, READ data of a response. */
+    byte[] data = new byte[256];
+    int length;
+
+    /** Where a response to this packet goes (the link it arrived on); set by the receiving side. */
+    Link replyLink;
+    /** Outbound hop this packet waits for when its link was busy (see {@link Engine#send}). */
+    Link via;
+
+    Packet(PacketPool pool) {
+        this.pool = pool;
+    }
+
+    /** Back to its pool; the caller must not touch it afterwards. */
+    void release() {
+        pool.release(this);
+    }
+
+    void reset() {
+        kind = opcode = rnrTimer = dstQpn = srcQpn = psn = srcLid = rkey = imm = readLength = length = 0;
+        remoteAddress = compareAdd = swap = 0L;
+        replyLink = via = null;
+    }
+
+    void ensureCapacity(int n) {
+        if (data.length < n) data = new byte[Math.max(n, data.length * 2)];
+    }
+
+    /** Copies [offset, offset+n) of memory into the payload. */
+    void copyFrom(MemorySegment memory, long offset, int n) {
+        ensureCapacity(n);
+        MemorySegment.copy(memory, ValueLayout.JAVA_BYTE, offset, data, 0, n);
+        length = n;
+    }
+
+    /** Copies the payload into memory at offset. */
+    void copyTo(MemorySegment memory, long offset) {
+        MemorySegment.copy(data, 0, memory, ValueLayout.JAVA_BYTE, offset, length);
+    }
+
+    boolean isRequest() {
+        return kind == REQUEST;
+    }
+}

@@ -1,0 +1,118 @@
+package dev.rdmarun.runtime.soft;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import dev.rdmarun.runtime.CompletionQueue;
+import dev.rdmarun.runtime.VerbsException;
+import dev.rdmarun.runtime.WcOpcode;
+import dev.rdmarun.runtime.WcStatus;
+import dev.rdmarun.runtime.ffi.Errno;
+import dev.rdmarun.runtime.ffi.Structs;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A CQ of soft0: a ring of ibv_wc structs in off-heap memory, in the same layout libibverbs
+ * polls into, so {@code WorkCompletions} reads both providers alike. The engine (and a QP's
+ * flush) pushes, the owner polls; pushing more than the CQ holds is an overflow, which the next
+ * poll reports (ibv_poll_cq then fails), as CQ overflow is an error in the verbs spec too.
+ */
+final class SoftCompletionQueue extends CompletionQueue {
+    private static final long WC = Structs.IBV_WC.byteSize();
+    private static final int WC_WITH_IMM = 2;
+
+    private final SoftCompletionChannel channel;
+    private final int capacity;
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment ring;
+    private final MemorySegment zeros;
+    private long head;
+    private long tail;
+    private boolean overflowed;
+    private boolean armed;
+    private boolean solicitedOnly;
+    /** An event raised and not yet taken by the channel. */
+    private final AtomicBoolean eventPending = new AtomicBoolean();
+
+    SoftCompletionQueue(SoftContext context, int entries, SoftCompletionChannel channel) {
+        super(context, channel);
+        if (entries > SoftContext.MAX_CQE) {
+            throw VerbsException.of("ibv_create_cq(" + entries + " entries)", Errno.EINVAL,
+                    "the device allows at most max_cqe=" + SoftContext.MAX_CQE + " entries per CQ");
+        }
+        this.channel = channel;
+        this.capacity = entries;
+        this.ring = arena.allocate(Structs.IBV_WC, entries);
+        this.zeros = arena.allocate(Structs.IBV_WC);
+        attachToChannel();
+    }
+
+    @Override
+    public int capacity() {
+        return capacity;
+    }
+
+    /** Adds one completion. Allocation-free; any thread (it locks the CQ). */
+    synchronized void push(long wrId, WcStatus status, WcOpcode opcode, int byteLength, int qpNum, int srcQp,
+                           boolean hasImm, int imm, boolean solicited) {
+        if (isClosed()) return;
+        if (tail - head == capacity) {
+            overflowed = true;
+            return;
+        }
+        long base = (tail % capacity) * WC;
+        MemorySegment.copy(zeros, 0, ring, base, WC);
+        ring.set(JAVA_LONG, base + Structs.WC_WR_ID, wrId);
+        ring.set(JAVA_INT, base + Structs.WC_STATUS, status.code());
+        ring.set(JAVA_INT, base + Structs.WC_OPCODE, opcode.code());
+        ring.set(JAVA_INT, base + Structs.WC_BYTE_LEN, byteLength);
+        ring.set(JAVA_INT, base + Structs.WC_QP_NUM, qpNum);
+        ring.set(JAVA_INT, base + Structs.WC_SRC_QP, srcQp);
+        if (hasImm) {
+            ring.set(JAVA_INT, base + Structs.WC_IMM_DATA, Integer.reverseBytes(imm)); // big-endian, as on the wire
+            ring.set(JAVA_INT, base + Structs.WC_WC_FLAGS, WC_WITH_IMM);
+        }
+        tail++;
+        if (armed && (!solicitedOnly || solicited || status != WcStatus.SUCCESS)) {
+            armed = false;
+            eventPending.set(true);
+            channel.signal();
+        }
+    }
+
+    /** Takes this CQ's pending event, if it has one (the channel's scan). */
+    boolean takeEvent() {
+        return eventPending.compareAndSet(true, false);
+    }
+
+    @Override
+    protected synchronized int pollInto(MemorySegment wcArray, int max) {
+        if (overflowed) return -Errno.EOVERFLOW;
+        int n = (int) Math.min(max, tail - head);
+        for (int i = 0; i < n; i++) {
+            MemorySegment.copy(ring, ((head + i) % capacity) * WC, wcArray, i * WC, WC);
+        }
+        head += n;
+        return n;
+    }
+
+    @Override
+    protected synchronized int arm(boolean solicited) {
+        armed = true;
+        solicitedOnly = solicited;
+        // A completion already waiting raises no new event on hardware either; the dispatcher polls once more after arming.
+        return 0;
+    }
+
+    @Override
+    protected void acknowledge(int events) {
+        // events are counted by the channel's queue; nothing to release
+    }
+
+    @Override
+    protected synchronized void destroyQueue() {
+        arena.close();
+    }
+}
