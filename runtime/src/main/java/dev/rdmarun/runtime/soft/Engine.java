@@ -134,7 +134,12 @@ final class Engine implements Runnable {
         SoftQueuePair qp;
         while ((qp = doorbells.poll()) != null) {
             qp.scheduled.set(false);
-            qp.transmit();
+            try {
+                qp.transmit();
+            } catch (RuntimeException e) {
+                // A region closed under a work request (its lkey then names nothing): the QP's
+                // next transmit reports it; the engine itself keeps running for the other QPs.
+            }
             n++;
         }
         return n;
@@ -147,7 +152,12 @@ final class Engine implements Runnable {
         long next = 0;
         for (int i = timed.size() - 1; i >= 0; i--) {
             SoftQueuePair qp = timed.get(i);
-            long deadline = qp.runTimer(now);
+            long deadline;
+            try {
+                deadline = qp.runTimer(now);
+            } catch (RuntimeException e) {
+                deadline = 0; // as in transmit(): one QP's failure must not stop the engine
+            }
             if (deadline == 0) {
                 timed.remove(i);
             } else if (next == 0 || deadline - next < 0) {

@@ -88,7 +88,16 @@ final class SoftCompletionQueue extends CompletionQueue {
     }
 
     @Override
-    protected synchronized int pollInto(MemorySegment wcArray, int max) {
+    protected int pollInto(MemorySegment wcArray, int max) {
+        int n = take(wcArray, max);
+        // The "hardware" of soft0 is threads of this machine (the engine, the TCP transport): a
+        // caller that busy-polls an empty CQ lets them run, or on a machine with as many busy
+        // pollers as cores every completion would wait for the scheduler to preempt one.
+        if (n == 0) Thread.yield();
+        return n;
+    }
+
+    private synchronized int take(MemorySegment wcArray, int max) {
         if (overflowed) return -Errno.EOVERFLOW;
         int n = (int) Math.min(max, tail - head);
         for (int i = 0; i < n; i++) {
