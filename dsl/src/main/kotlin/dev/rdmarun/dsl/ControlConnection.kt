@@ -246,7 +246,7 @@ internal class ControlConnection private constructor(
                 if (System.nanoTime() >= deadline) break
                 Thread.sleep(100) // the server may not listen yet
             }
-            throw PeerException("cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message} (is the server started with --listen ${peer.port}?)", last)
+            throw PeerException("cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"} (is the server started with --listen ${peer.port}?)", last)
         }
 
         /** A connection over an already connected socket (tests; launchers that accept themselves). */
