@@ -13,7 +13,8 @@ import java.util.Locale
  */
 internal class ProgressLine(private val terminal: Terminal, private val sides: List<Pair<String, ScenarioMonitor>>) : AutoCloseable {
     private val lock = Any()
-    private val width = (terminal.size.width - 1).coerceAtLeast(20) // no wrapping: "\r" must reach the line's start
+    // No wrapping: "\r" must reach the line's start. A terminal that reports no size (0) gets 100.
+    private val width = terminal.size.width.let { if (it <= 0) 100 else (it - 1).coerceAtLeast(20) }
     private var shown = 0
     private var closed = false
     private val lastBytes = LongArray(sides.size)
@@ -31,6 +32,7 @@ internal class ProgressLine(private val terminal: Terminal, private val sides: L
 
     private fun tick() {
         val now = System.nanoTime()
+        class Part(val text: String, val busy: Boolean)
         val parts = sides.mapIndexedNotNull { i, (label, monitor) ->
             val t = monitor.totals()
             if (t == null) {
@@ -41,11 +43,13 @@ internal class ProgressLine(private val terminal: Terminal, private val sides: L
             val gbps = if (lastNanos[i] == 0L) null else (bytes - lastBytes[i]) * 8.0 / (now - lastNanos[i])
             lastBytes[i] = bytes
             lastNanos[i] = now
-            if (t.elapsedNanos < SHOW_AFTER_NANOS) null else describe(label, t, gbps)
+            if (t.elapsedNanos < SHOW_AFTER_NANOS) null else Part(describe(label, t, gbps), t.operations + t.messagesReceived > 0)
         }
+        // With --loopback, a side with no traffic of its own (the target of WRITEs) says nothing.
+        val shown = parts.filter { it.busy }.ifEmpty { parts }
         synchronized(lock) {
             if (closed) return
-            if (parts.isEmpty()) clearLocked() else draw(parts.joinToString("  |  "))
+            if (shown.isEmpty()) clearLocked() else draw(shown.joinToString("  |  ") { it.text })
         }
     }
 

@@ -60,10 +60,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val script by argument("FILE.main.kts", help = "The scenario script")
         .file(mustExist = true, canBeDir = false, mustBeReadable = true)
     private val mode by mutuallyExclusiveOptions(
-        option("--listen", metavar = "[ADDR:]PORT",
+        option("--listen", metavar = "PORT|ADDR:PORT",
             help = "Be the server: wait for the client on this TCP port (perftest's is ${Peer.DEFAULT_PORT})")
             .convert { text -> Mode.Side(usage { parseListen(text) }) },
-        option("--peer", metavar = "HOST[:PORT]",
+        option("--peer", metavar = "HOST|HOST:PORT",
             help = "Be the client: connect to the server at HOST (TCP port ${Peer.DEFAULT_PORT} unless given)")
             .convert { text -> Mode.Side(usage { parsePeer(text) }) },
         option(help = "Run server and client in this JVM, connected over 127.0.0.1, on the same device")
