@@ -5,15 +5,15 @@
 //   server: bin/rdma-run samples/pingpong-lat.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/pingpong-lat.main.kts --peer 10.77.0.1 -d rxe0
 //   both in one JVM: bin/rdma-run samples/pingpong-lat.main.kts --loopback
-//   parameters: --set size=BYTES (64) --set iterations=N (1000) --set warmup=N (100)
+//   parameters: --set size=BYTES (64) --set iterations=N (500) --set warmup=N (50)
 @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT") // IntelliJ resolves the DSL; rdma-run supplies it itself
 
 import dev.rdmarun.dsl.*
 
 rdma {
     val size = intParam("size", 64)
-    val iterations = intParam("iterations", 1000)
-    val warmup = intParam("warmup", 100)
+    val iterations = intParam("iterations", 500)
+    val warmup = intParam("warmup", 50)
     bufferSize(maxOf(size, 1))
     connect(peer)
 

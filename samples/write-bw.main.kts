@@ -7,7 +7,7 @@
 //   server: bin/rdma-run samples/write-bw.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/write-bw.main.kts --peer 10.77.0.1 -d rxe0
 //   both in one JVM: bin/rdma-run samples/write-bw.main.kts --loopback
-//   parameters: --set size=BYTES (65536) --set iterations=N per QP (1000) --set qps=N (1) --set depth=N (16)
+//   parameters: --set size=BYTES (65536) --set iterations=N per QP (500) --set qps=N (1) --set depth=N (16)
 //               --set seconds=N (write for N seconds instead of `iterations` times)
 @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT") // IntelliJ resolves the DSL; rdma-run supplies it itself
 
@@ -17,7 +17,7 @@ import kotlin.time.Duration.Companion.seconds
 
 rdma {
     val size = intParam("size", 65536)
-    val iterations = intParam("iterations", 1000)
+    val iterations = intParam("iterations", 500)
     val depth = intParam("depth", 16)
     val seconds = intParam("seconds", 0)
     qps(intParam("qps", 1))

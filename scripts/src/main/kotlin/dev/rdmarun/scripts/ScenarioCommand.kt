@@ -190,8 +190,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         withProgress(sides.map { it.label to it.monitor }) {
             for (side in sides) {
                 side.thread = Thread.ofPlatform().name("rdma-run-${side.label}").start {
-                    side.failure = evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
-                        synchronized(side.results) { side.results += result }
+                    side.failure = try {
+                        evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
+                            synchronized(side.results) { side.results += result }
+                        }
+                    } catch (e: Throwable) {
+                        e // not the script's failure but the host's: still this side's, reported below
                     }
                 }
             }
