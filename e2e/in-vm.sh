@@ -34,7 +34,9 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-90}
 : "${RDMA_RUN_JAVA_OPTS=-XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
 export RDMA_RUN_JAVA_OPTS
 
-CASES=(runtime_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer)
+CASES=(runtime_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer
+       script_multi_qp script_pingpong_lat script_write_bw script_read_lat script_atomics script_loopback
+       script_progress script_peer_killed script_interrupted)
 
 rm -rf "$LOGS" && mkdir -p "$LOGS" || { echo "cannot create log dir $LOGS"; exit 2; }
 
@@ -163,6 +165,37 @@ expect_log() {
   fi
 }
 
+# expect_no_log NAME TEXT: fails the case if NAME's log contains TEXT (fixed string).
+expect_no_log() {
+  if grep -qF -- "$2" "$case_dir/$1.log"; then
+    why="${why:+$why; }$1 printed '$2'"
+    return 1
+  fi
+}
+
+# wait_log NAME TEXT: until NAME's log contains TEXT; fails if NAME exits first or after PROC_TIMEOUT s.
+wait_log() {
+  local name=$1 text=$2 pidvar="pid_$1" t0=$SECONDS
+  until grep -qF -- "$text" "$case_dir/$name.log"; do
+    if ! kill -0 "${!pidvar}" 2>/dev/null || [ $((SECONDS - t0)) -ge "$PROC_TIMEOUT" ]; then
+      why="${why:+$why; }$name never printed '$text'"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# java_pid NAME: the JVM of NAME, a `timeout ... bin/rdma-run` started by start (bin/rdma-run execs java).
+java_pid() {
+  local pidvar="pid_$1"
+  pgrep -P "${!pidvar}" | head -n 1
+}
+
+# note TEXT: a line printed under the case's PASS line (numbers worth seeing in the summary).
+note() {
+  echo "$*" >>"$case_dir/notes"
+}
+
 passed=0
 failed=0
 
@@ -195,6 +228,7 @@ run_case() {
   if [ "$ok" = 1 ]; then
     passed=$((passed + 1))
     echo "PASS $name ($(elapsed "$t0") s; $DEV resources before and after: $after)"
+    [ -f "$case_dir/notes" ] && sed 's/^/    /' "$case_dir/notes"
   else
     failed=$((failed + 1))
     echo "FAIL $name ($(elapsed "$t0") s): ${why:-the case failed}"
@@ -350,6 +384,184 @@ case_multiqp_bad_peer() {
   return $ok
 }
 
+# ---- scenario scripts: bin/rdma-run FILE.main.kts (samples/*.main.kts) ----
+
+SAMPLES="$root/samples"
+# A server waits --timeout for its client once its own setup is done; under TCG the client's JVM
+# start and setup can take 20-30 s longer than that, so the cases give both sides more time.
+SCRIPT_TIMEOUT=${E2E_SCRIPT_TIMEOUT:-90s}
+
+# script_pair SAMPLE PORT [ARGS...]: the sample as two bin/rdma-run processes on $DEV, server
+# (--listen) and client (--peer); both must succeed, print their results table, write it as
+# JSON ($case_dir/SIDE.json), and take the compiled script from the cache that softroce-e2e.sh
+# warmed on the host (no compiler here).
+script_pair() {
+  local sample=$1 port=$2 side ok=0
+  shift 2
+  start server "$RDMA_RUN" "$SAMPLES/$sample.main.kts" --listen "$port" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --debug --json "$case_dir/server.json" "$@"
+  wait_listen "$port" server || return 1
+  start client "$RDMA_RUN" "$SAMPLES/$sample.main.kts" --peer "$IP:$port" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --debug --json "$case_dir/client.json" "$@"
+  finish client
+  finish server
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+    expect_log "$side" "compiled script cache hit" || ok=1
+    expect_no_log "$side" "rdma-run: compiling" || ok=1
+    expect_log "$side" "$side on $DEV" || ok=1 # the results table
+    expect_no_log "$side" " WRs, " || ok=1       # no progress line: the log is not a terminal
+    if ! grep -q "\"role\": \"${side^^}\"" "$case_dir/$side.json" 2>/dev/null; then
+      why="${why:+$why; }$side wrote no JSON results"
+      ok=1
+    fi
+    note "$side: $(grep -E '^ *total ' "$case_dir/$side.log" | head -n 1 | tr -s ' ')"
+  done
+  return $ok
+}
+
+# A results line of a `measure` section, for the notes.
+section() {
+  grep -E "^ *$2" "$case_dir/$1.log" | head -n 1 | tr -s ' '
+}
+
+case_script_multi_qp() {
+  local ok=0 side
+  script_pair multi-qp 18641 || ok=1
+  for side in server client; do
+    expect_log "$side" "multi-qp: 4 QPs, one message each way, every payload verified" || ok=1
+  done
+  return $ok
+}
+
+case_script_pingpong_lat() {
+  local ok=0
+  script_pair pingpong-lat 18642 || ok=1
+  expect_log client "rtt" || ok=1
+  note "client: $(section client rtt)"
+  return $ok
+}
+
+case_script_write_bw() {
+  local ok=0
+  script_pair write-bw 18643 --set qps=2 --set iterations=400 || ok=1
+  expect_log client "$((2 * 400 * 65536))" || ok=1 # total bytes written: qps x iterations x size
+  if ! grep -q "\"bytesSent\": $((2 * 400 * 65536))" "$case_dir/client.json"; then
+    why="${why:+$why; }client.json does not have the bytes written"
+    ok=1
+  fi
+  return $ok
+}
+
+case_script_read_lat() {
+  local ok=0
+  script_pair read-lat 18644 || ok=1
+  expect_log client "read" || ok=1
+  note "client: $(section client read)"
+  return $ok
+}
+
+case_script_atomics() {
+  local ok=0
+  script_pair atomics 18645 --set qps=2 || ok=1
+  note "client: $(section client fetch-and-add)"
+  return $ok
+}
+
+# Every sample with --loopback: server and client in one JVM, on the first device ($DEV here).
+case_script_loopback() {
+  local ok=0 kts name
+  for kts in "$SAMPLES"/*.main.kts; do
+    name=$(basename "$kts" .main.kts | tr -c 'A-Za-z0-9_\n' _) # a process name is part of variable names
+    run "$name" "$RDMA_RUN" "$kts" --loopback --debug
+    expect_rc "$name" 0 || ok=1
+    expect_log "$name" "compiled script cache hit" || ok=1
+    expect_log "$name" "loopback on $DEV: server and client succeeded" || ok=1
+    note "$name: $(grep -F 'loopback on' "$case_dir/$name.log" | head -n 1)"
+  done
+  return $ok
+}
+
+# On a terminal (a pty from script(1)) a run longer than a second shows a live progress line,
+# redrawn in place with \r; the results table follows it.
+case_script_progress() {
+  local ok=0
+  # script(1) without a terminal of its own gives the pty no size: set one, as a terminal would.
+  run tty script -qefc "stty cols 150 rows 40; exec $RDMA_RUN $SAMPLES/write-bw.main.kts --loopback --set seconds=4" /dev/null
+  expect_rc tty 0 || ok=1
+  if ! grep -qE $'\r(server|client) [0-9.]+ s: .* out, .* WRs, [0-9]+ msgs' "$case_dir/tty.log"; then
+    why="${why:+$why; }no progress line on the terminal"
+    ok=1
+  fi
+  expect_log tty "loopback on $DEV: server and client succeeded" || ok=1
+  note "$(tr '\r' '\n' <"$case_dir/tty.log" | grep -E '^(server|client) [0-9.]+ s: ' | grep -v ' 0.00 Gb/s' | tail -n 1)"
+  return $ok
+}
+
+# A client killed (SIGKILL) in the middle of write-bw: the server notices the lost control
+# connection, tears its scenario down and exits 1 with that sentence, well within its --timeout
+# (the closed connection tells at once; the timeout is for a peer that goes silent).
+case_script_peer_killed() {
+  local port=18646 ok=0 killed_at took
+  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer "$IP:$port"
+  wait_log client "connected, running the scenario" || return 1
+  sleep 2 # writing
+  kill -KILL "$(java_pid client)"
+  killed_at=$SECONDS
+  finish client
+  finish server
+  took=$((SECONDS - killed_at))
+  expect_rc server 1 || ok=1
+  expect_log server "the client closed the control connection in the middle of the scenario" || ok=1
+  if [ "$took" -gt 30 ]; then
+    why="${why:+$why; }the server took $took s after the kill to exit"
+    ok=1
+  fi
+  note "server exited $took s after the client was killed: $(grep -F 'control connection' "$case_dir/server.log" | head -n 1)"
+  return $ok
+}
+
+# Ctrl-C (SIGINT): a server waiting for its client stops at once rather than after --timeout;
+# a client in the middle of write-bw tears its scenario down and exits 130, and its server
+# reports why and exits 1. The resource check around the case sees every object released.
+case_script_interrupted() {
+  local port=18647 ok=0 at took
+  start waiting "$RDMA_RUN" "$SAMPLES/multi-qp.main.kts" --listen "$port" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT"
+  wait_listen "$port" waiting || return 1
+  sleep 2 # past the device setup, in accept
+  kill -INT "$(java_pid waiting)"
+  at=$SECONDS
+  finish waiting
+  took=$((SECONDS - at))
+  expect_rc waiting 130 || ok=1
+  expect_log waiting "interrupted" || ok=1
+  if [ "$took" -gt 15 ]; then
+    why="${why:+$why; }the waiting server took $took s to stop after SIGINT (--timeout $SCRIPT_TIMEOUT)"
+    ok=1
+  fi
+  note "waiting server stopped $took s after SIGINT"
+
+  port=18648
+  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer "$IP:$port"
+  wait_log client "connected, running the scenario" || return 1
+  sleep 2
+  kill -INT "$(java_pid client)"
+  at=$SECONDS
+  finish client
+  finish server
+  took=$((SECONDS - at))
+  expect_rc client 130 || ok=1
+  expect_log client "interrupted" || ok=1
+  expect_rc server 1 || ok=1
+  expect_log server "the client failed: the client was cancelled" || ok=1
+  note "interrupted client and its server done $took s after SIGINT"
+  return $ok
+}
+
 # ---- main ----
 
 selected=("$@")
@@ -368,6 +580,11 @@ echo "$DEV resources at start: $(resources)"
 t_all=$(now)
 for c in "${selected[@]}"; do run_case "$c"; done
 echo "e2e done in $(elapsed "$t_all") s; logs in $LOGS"
+if [ $((passed + failed)) -ne ${#selected[@]} ]; then
+  # A case that crashed the shell's loop (a bug in this script) must not look like success.
+  echo "FAIL: only $((passed + failed)) of ${#selected[@]} cases reported a result"
+  failed=$((${#selected[@]} - passed))
+fi
 echo "$passed passed, $failed failed" | tee "$LOGS/summary.txt"
 # The VM powers off right after this script: give the serial console time to drain its last
 # lines (they were seen to be cut off). softroce-e2e.sh also reprints summary.txt.

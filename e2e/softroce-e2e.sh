@@ -7,8 +7,9 @@
 #   e2e/softroce-e2e.sh multiqp          some cases (names: see CASES in e2e/in-vm.sh)
 #
 # Environment: SOFTROCE_VM (default ../shared/softroce/softroce-vm.sh next to the checkout),
-# E2E_VM_TIMEOUT (seconds for the whole VM run, default 1500), E2E_PROC_TIMEOUT and
-# E2E_LISTEN_TIMEOUT (per process / per server start, passed into the VM),
+# E2E_VM_TIMEOUT (seconds for the whole VM run, default 2700), E2E_PROC_TIMEOUT and
+# E2E_LISTEN_TIMEOUT (per process / per server start, passed into the VM), E2E_SCRIPT_TIMEOUT
+# (--timeout of the scenario-script cases, default 90s),
 # RDMA_RUN_JAVA_OPTS (passed to bin/rdma-run in the VM).
 # Logs of every process: target/e2e/<case>/*.log (printed for failed cases).
 # The VM runs a copy of the build taken at start (see below), so rebuilding meanwhile is safe.
@@ -20,7 +21,7 @@ root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 vm=${SOFTROCE_VM:-$(dirname -- "$root")/shared/softroce/softroce-vm.sh}
-vm_timeout=${E2E_VM_TIMEOUT:-1500}
+vm_timeout=${E2E_VM_TIMEOUT:-2700}
 
 if [ ! -x "$vm" ]; then
   echo "softroce-e2e: the Soft-RoCE VM script $vm is missing: set SOFTROCE_VM" >&2
@@ -40,6 +41,7 @@ snap=$(mktemp -d "${TMPDIR:-/tmp}/rdma-run-e2e.XXXXXX")
 trap 'rm -rf "$snap"' EXIT
 mkdir -p "$snap/scripts/target" "$snap/samples/target" "$snap/samples/lib"
 cp -a bin e2e "$snap/"
+cp -a samples/*.main.kts "$snap/samples/"
 if [ -f scripts/target/rdma-run.jar ]; then
   cp -a scripts/target/rdma-run.jar "$snap/scripts/target/"
   [ -d scripts/target/lib ] && cp -a scripts/target/lib "$snap/scripts/target/"
@@ -62,10 +64,26 @@ for dep in ${deps[@]+"${deps[@]}"}; do
 done
 (IFS=:; printf '%s' "${cp_entries[*]}") >"$snap/samples/target/classpath.txt"
 
+# Compiling a scenario script takes minutes under TCG: compile the samples here, with the
+# snapshot's launcher and jars, into a cache in the snapshot. The cache key is the script text
+# and the jars' contents, so the VM's runs of the same snapshot hit these entries (read-only
+# there, which is all a hit needs); the cases check for "compiled script cache hit".
+export RDMA_RUN_CACHE="$snap/script-cache"
+if [ -f "$snap/scripts/target/rdma-run.jar" ]; then
+  warm_start=$SECONDS
+  for kts in "$snap"/samples/*.main.kts; do
+    if ! out=$("$snap/bin/rdma-run" "$kts" --check 2>&1); then
+      echo "softroce-e2e: warning: '$(basename "$kts") --check' failed on the host; its VM cases will fail:" >&2
+      printf '%s\n' "$out" | sed 's/^/    /' >&2
+    fi
+  done
+  echo "softroce-e2e: compiled-script cache warmed for $(ls "$snap"/samples/*.main.kts | wc -l) samples in $((SECONDS - warm_start)) s"
+fi
+
 # Logs go to the checkout (shared read-write with the VM by -C).
 export E2E_LOG_DIR="$root/target/e2e"
-env_args=(-e E2E_LOG_DIR)
-for v in E2E_PROC_TIMEOUT E2E_LISTEN_TIMEOUT RDMA_RUN_JAVA_OPTS; do
+env_args=(-e E2E_LOG_DIR -e RDMA_RUN_CACHE)
+for v in E2E_PROC_TIMEOUT E2E_LISTEN_TIMEOUT E2E_SCRIPT_TIMEOUT RDMA_RUN_JAVA_OPTS; do
   if [ -n "${!v+x}" ]; then env_args+=(-e "$v"); fi
 done
 

@@ -14,6 +14,7 @@ import java.net.ServerSocket
 import java.net.Socket
 import java.net.SocketTimeoutException
 import java.net.UnknownHostException
+import java.util.concurrent.CancellationException
 import kotlin.time.Duration
 import kotlinx.coroutines.channels.Channel
 
@@ -219,15 +220,20 @@ internal class ControlConnection private constructor(
             throw PeerException("accepting the client on TCP port ${listener.localPort} failed: ${e.message}", e)
         }
 
-        /** Connects, retrying refused connections until the timeout: the server may start later. */
-        fun connect(peer: Peer.Connect, timeout: Duration): ControlConnection {
+        /**
+         * Connects, retrying refused connections until the timeout: the server may start later.
+         * Stops early, with a CancellationException, once [keepTrying] says no (checked every second at most).
+         */
+        fun connect(peer: Peer.Connect, timeout: Duration, keepTrying: () -> Boolean = { true }): ControlConnection {
             val deadline = System.nanoTime() + timeout.inWholeNanoseconds
             var last: IOException
             while (true) {
+                if (!keepTrying()) throw CancellationException("connecting to ${peer.host}:${peer.port} was cancelled")
                 val socket = Socket()
                 try {
                     val left = ((deadline - System.nanoTime()) / 1_000_000).coerceAtLeast(1)
-                    socket.connect(InetSocketAddress(peer.host, peer.port), left.coerceAtMost(Int.MAX_VALUE.toLong()).toInt())
+                    // At most a second per attempt (a timed-out attempt is retried): keepTrying is checked in between.
+                    socket.connect(InetSocketAddress(peer.host, peer.port), left.coerceAtMost(1000).toInt())
                     return ControlConnection(socket, timeout, Role.SERVER)
                 } catch (e: UnknownHostException) {
                     socket.close()
@@ -240,7 +246,7 @@ internal class ControlConnection private constructor(
                 if (System.nanoTime() >= deadline) break
                 Thread.sleep(100) // the server may not listen yet
             }
-            throw PeerException("cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message} (is the server started with --listen ${peer.port}?)", last)
+            throw PeerException("cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"} (is the server started with --listen ${peer.port}?)", last)
         }
 
         /** A connection over an already connected socket (tests; launchers that accept themselves). */

@@ -100,7 +100,7 @@ data class ScenarioPlan(
         appendLine("  buffers: ${s.bufferCount} x ${s.bufferSize} B per QP" +
             (if (s.inlineThreshold > 0) ", inline up to ${s.inlineThreshold} B" else ""))
         appendLine("  device: ${s.device ?: "(first)"} port ${s.port} GID index ${s.gidIndex ?: "(auto RoCE v2)"}, " +
-            "MTU ${s.mtu ?: "auto"}, completion ${s.completionMode.name.lowercase()}, rnr_retry ${s.rnrRetry}")
+            "MTU ${s.mtu ?: "auto"}, completion ${s.completionMode.name.lowercase()}, rnr_retry ${s.rnrRetry}, control timeout ${s.timeout}")
         for (role in Role.entries) {
             val a = accessFor(role)
             appendLine("  ${role.label}: ${a.describe()}")
@@ -110,6 +110,6 @@ data class ScenarioPlan(
         if (ops.isEmpty()) appendLine("    (none)")
         for (op in ops) appendLine("    " + op.describe())
         if (barriers > 0) appendLine("    barrier x$barriers")
-        append("  peer: ${peer ?: "(none)"}")
+        append("  peer: ${peer ?: "(none given)"}")
     }
 }

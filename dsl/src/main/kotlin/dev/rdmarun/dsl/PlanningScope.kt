@@ -9,7 +9,7 @@ import kotlin.time.Duration
  * arguments against them and count themselves, then return placeholders. Both role branches
  * run; `runFor` and `forEachQp` bodies run once. The result is a [ScenarioPlan].
  */
-internal class PlanRecorder(private val parameters: Map<String, String>) {
+internal class PlanRecorder(private val parameters: Map<String, String>, val givenPeer: Peer?) {
     var settings = ScenarioSettings()
         private set
     var connected = false
@@ -174,6 +174,7 @@ internal class PlanningScenarioScope(private val rec: PlanRecorder) : ScenarioSc
     override fun timeout(duration: Duration) = rec.setting("timeout($duration)") { it.copy(timeout = duration) }
     override val qpCount get() = rec.settings.qps
 
+    override val peer: Peer get() = rec.givenPeer ?: throw ScenarioException(NO_PEER)
     override suspend fun connect(peer: Peer) = rec.connect(peer)
     override suspend fun barrier() = rec.barrier()
     override suspend fun server(block: suspend ScenarioScope.() -> Unit) = rec.branch(Role.SERVER) { block() }

@@ -80,26 +80,37 @@ data class ScenarioResult(
         }
     }
 
+    /**
+     * perftest-style: a header line (side, device, QPs, duration), one row per QP (when there are
+     * several) and the total, then one line per `measure` section. Bandwidth in Gb/s, message
+     * rate (work requests completed plus messages received) in Mpps, latencies in microseconds.
+     */
     fun table(): String = buildString {
-        fun us(ns: Long?) = if (ns == null) "-" else String.format(Locale.ROOT, "%.2f", ns / 1000.0)
-        fun f(x: Double) = String.format(Locale.ROOT, "%.4f", x)
-        appendLine(String.format(Locale.ROOT, "%s on %s, %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds))
-        val header = String.format(Locale.ROOT, " %-5s %12s %12s %10s %10s %10s %10s %9s %9s %9s %9s",
-            "QP", "#bytes-out", "#bytes-in", "#ops", "#msgs-in", "out[Gb/s]", "in[Gb/s]", "Mpps", "p50[us]", "p99[us]", "max[us]")
+        val header = String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
+            "BW out[Gb/s]", "BW in[Gb/s]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]")
+        val rule = "-".repeat(header.length)
+        appendLine(String.format(Locale.ROOT, "%s on %s: %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds))
+        appendLine(rule)
         appendLine(header)
-        for (t in qps + total) {
-            appendLine(String.format(Locale.ROOT, " %-5s %12d %12d %10d %10d %10s %10s %9s %9s %9s %9s",
-                t.qp?.toString() ?: "total", t.bytesSent, t.bytesReceived, t.operations, t.messagesReceived,
-                f(t.sentGbps), f(t.receivedGbps), f(t.mpps),
-                us(t.latency?.p50Nanos), us(t.latency?.p99Nanos), us(t.latency?.maxNanos)))
+        for (t in (if (qps.size > 1) qps else emptyList()) + total) {
+            val latency = t.latency?.let { "${us(it.p50Nanos)}/${us(it.p99Nanos)}/${us(it.maxNanos)}" } ?: "-"
+            appendLine(String.format(Locale.ROOT, TABLE_ROW, t.qp?.toString() ?: "total", t.bytesSent, t.bytesReceived,
+                t.operations, t.messagesReceived, fixed(t.sentGbps, 3), fixed(t.receivedGbps, 3), fixed(t.mpps, 6), latency))
         }
         for ((name, l) in sections.toSortedMap()) {
-            appendLine(String.format(Locale.ROOT, " %s: %d samples, min %s us, p50 %s us, p90 %s us, p99 %s us, p99.9 %s us, max %s us",
-                name, l.count, us(l.minNanos), us(l.p50Nanos), us(l.p90Nanos), us(l.p99Nanos), us(l.p999Nanos), us(l.maxNanos)))
+            appendLine(String.format(Locale.ROOT, " %s[us]: %d samples, min %s, mean %s, p50 %s, p90 %s, p99 %s, p99.9 %s, max %s",
+                name, l.count, us(l.minNanos), fixed(l.meanNanos / 1000, 2), us(l.p50Nanos), us(l.p90Nanos), us(l.p99Nanos),
+                us(l.p999Nanos), us(l.maxNanos)))
         }
-        setLength(length - 1)
+        append(rule)
     }
 }
+
+private const val TABLE_ROW = " %-5s %14s %14s %11s %10s %13s %12s %14s  %s"
+
+private fun us(ns: Long): String = fixed(ns / 1000.0, 2)
+
+private fun fixed(x: Double, decimals: Int): String = String.format(Locale.ROOT, "%.${decimals}f", x)
 
 /** Counters one QP updates on the dispatcher thread; turned into results when the run ends. */
 internal class QpCounters {

@@ -37,6 +37,8 @@ internal class RunningScenarioScope(private val s: Session) : ScenarioScope {
     override fun timeout(duration: Duration) = Unit
     override val qpCount get() = s.settings.qps
 
+    override val peer: Peer get() = s.givenPeer ?: throw ScenarioException(NO_PEER)
+
     /** The QPs were connected before the run pass started. */
     override suspend fun connect(peer: Peer) = Unit
     override suspend fun barrier() = s.barrier()

@@ -162,6 +162,13 @@ interface ScenarioScope : CommonScope {
     /** Runs [block] on the connecting side only (in the plan pass: always, recorded as client-only). */
     suspend fun client(block: suspend ScenarioScope.() -> Unit)
 
+    /**
+     * The peer the launcher (`--listen`, `--peer`, `--loopback`) or the application
+     * ([RdmaOptions.peer]) gave, for `connect(peer)`. Reading it when none was given is a
+     * [ScenarioException]; in a plan-only pass (`--check`) without one it is a placeholder.
+     */
+    val peer: Peer
+
     /** Sets up every QP and connects it to the peer's over the control connection [peer]. */
     suspend fun connect(peer: Peer)
 

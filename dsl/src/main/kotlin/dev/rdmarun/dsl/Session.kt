@@ -29,7 +29,11 @@ import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
 import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.currentCoroutineContext
+import kotlinx.coroutines.ensureActive
+import kotlinx.coroutines.isActive
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
 
@@ -45,13 +49,21 @@ import kotlinx.coroutines.withContext
  * moves the QPs to ERR, lets the dispatcher drain the flushed completions, closes it, then the
  * QPs, MRs, CQs, channel, PD and context.
  */
-internal class Session(private val plan: ScenarioPlan, private val parameters: Map<String, String>) {
+internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
     val settings = plan.settings
+    private val parameters = options.parameters
+    private val monitor = options.monitor
+
+    /** What the block reads as `peer` (the plan's peer is what it passed to connect). */
+    val givenPeer: Peer? = options.peer
     private val peer: Peer = plan.peer ?: throw ScenarioException("the scenario never calls connect(peer)")
     val role = peer.role
     private val access = plan.accessFor(role)
 
+    @Volatile
     private var listener: ServerSocket? = null
+
+    @Volatile
     private var control: ControlConnection? = null
     private var context: Context? = null
     private var pd: ProtectionDomain? = null
@@ -81,6 +93,9 @@ internal class Session(private val plan: ScenarioPlan, private val parameters: M
 
     @Volatile
     private var runJob: Job? = null
+
+    @Volatile
+    private var settingUp = true
     private var barrierSeq = 0
 
     val dispatcher: PollingDispatcher get() = polling ?: error("no dispatcher yet")
@@ -88,13 +103,27 @@ internal class Session(private val plan: ScenarioPlan, private val parameters: M
     suspend fun run(block: suspend ScenarioScope.() -> Unit): ScenarioResult = withContext(Dispatchers.IO) {
         var result: ScenarioResult? = null
         var primary: Throwable? = null
+        // Accepting, connecting and the handshake block in socket calls that do not see a
+        // cancellation (Ctrl-C): closing the sockets ends them.
+        val unblocker = launch {
+            try {
+                awaitCancellation()
+            } finally {
+                if (settingUp) closeSockets()
+            }
+        }
         try {
             setUp()
+            settingUp = false
             result = runScenario(block)
         } catch (e: Throwable) {
-            primary = failure.get() ?: e
+            primary = failure.get() ?: if (isActive) e else e as? CancellationException ?: CancellationException("the scenario was cancelled", e)
             val told = if (primary is CancellationException) "the ${role.label} was cancelled" else primary.message ?: primary.toString()
             control?.trySend(Failure(told))
+        } finally {
+            settingUp = false
+            unblocker.cancel()
+            monitor?.stopped()
         }
         val cleanup = withContext(NonCancellable) { tearDown() }
         if (primary != null) {
@@ -124,7 +153,9 @@ internal class Session(private val plan: ScenarioPlan, private val parameters: M
     // ---- setup ----
 
     private suspend fun setUp() {
+        val coroutine = currentCoroutineContext()
         (peer as? Peer.Listen)?.let { listener = ControlConnection.listen(it, settings.timeout) }
+        coroutine.ensureActive() // a cancellation before the listener existed did not close it
         openDevice()
         createResources()
         val d = PollingDispatcher.start("rdma-run-${role.label}", settings.completionMode.idleMode, channel)
@@ -144,15 +175,22 @@ internal class Session(private val plan: ScenarioPlan, private val parameters: M
                 listener?.close()
                 listener = null
             }
-            is Peer.Connect -> ControlConnection.connect(peer, settings.timeout)
+            is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }
         }
         control = c
+        coroutine.ensureActive() // likewise for the connection
         val remote = c.handshake(hello())
         connectQps(remote)
         c.send(Ready)
         val ready = c.receive("the ${role.other.label}'s ready signal")
         if (ready != Ready) throw PeerException("the ${role.other.label} sent something else than its ready signal: it is not a compatible rdma-run")
         c.startWatching { fail(it) }
+    }
+
+    /** Wakes setup calls blocked on the sockets (see [run]); teardown closes them again, harmlessly. */
+    private fun closeSockets() {
+        runCatching { listener?.close() }
+        runCatching { control?.close() }
     }
 
     private fun openDevice() {
@@ -259,6 +297,7 @@ internal class Session(private val plan: ScenarioPlan, private val parameters: M
 
     private suspend fun runScenario(block: suspend ScenarioScope.() -> Unit): ScenarioResult {
         val scope = RunningScenarioScope(this)
+        monitor?.running(qps.map { it.counters })
         var start = 0L
         var end = 0L
         coroutineScope {

@@ -1,6 +1,5 @@
 package dev.rdmarun.dsl
 
-import dev.rdmarun.dsl.Fixtures.peer
 import dev.rdmarun.dsl.Fixtures.plan
 import dev.rdmarun.runtime.Access
 import dev.rdmarun.runtime.Access.LOCAL_WRITE

@@ -1,6 +1,5 @@
 package dev.rdmarun.dsl
 
-import dev.rdmarun.dsl.Fixtures.peer
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.shouldNotBe

@@ -22,8 +22,9 @@ object Fixtures {
 
     val peer: Peer = Peer.connect("10.0.0.1", 18515)
 
+    /** Plans [block] with [peer] as the given peer: inside it, `peer` is the scope's (as in scripts). */
     fun plan(parameters: Map<String, String> = emptyMap(), block: suspend ScenarioScope.() -> Unit): ScenarioPlan =
-        planScenario(RdmaOptions(parameters = parameters), block)
+        planScenario(RdmaOptions(parameters = parameters, peer = peer), block)
 
     fun check(plan: ScenarioPlan, devices: List<String> = listOf("rxe0"), attributes: DeviceAttributes = rxe()): String =
         Validation.checkDevice(plan, devices, { attributes }, { activePort() })

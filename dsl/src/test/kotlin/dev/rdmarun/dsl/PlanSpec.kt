@@ -232,4 +232,83 @@ class RdmaDefaultsSpec : FunSpec({
         RdmaDefaults.planOnly = true
         shouldThrow<ScenarioException> { rdma { send() } }.message shouldContain "before connect(peer)"
     }
+
+    test("`peer` is the peer the options give, in the plan and as the plan's peer") {
+        val given = Peer.listen(18600)
+        var seen: Peer? = null
+        val p = planScenario(RdmaOptions(peer = given)) {
+            seen = peer
+            connect(peer)
+        }
+        seen shouldBe given
+        p.peer shouldBe given
+    }
+
+    test("without a peer, reading `peer` fails with one sentence before any device is touched") {
+        val e = shouldThrow<ScenarioException> { rdma(RdmaOptions()) { connect(peer) } }
+        e.message shouldBe "the scenario reads `peer` but none was given: run it with rdma-run --listen, --peer or --loopback, " +
+            "or pass RdmaOptions(peer = ...)"
+    }
+
+    test("a plan-only pass without a peer gets a placeholder, and the plan says none was given") {
+        val p = planScenario(RdmaOptions()) { connect(peer) }
+        p.peer shouldBe null
+        p.describe() shouldContain "peer: (none given)"
+        RdmaDefaults.planOnly = true
+        rdma(RdmaOptions()) { connect(peer) }.total.operations shouldBe 0
+    }
+
+    test("a launcher's defaults for one thread win there, other threads keep theirs (two scripts at once)") {
+        RdmaDefaults.options = RdmaOptions(parameters = mapOf("side" to "application"))
+        val seen = java.util.concurrent.ConcurrentHashMap<String, String>()
+        val results = java.util.concurrent.ConcurrentHashMap<String, ScenarioResult>()
+        val started = java.util.concurrent.CountDownLatch(2)
+        val threads = listOf("server" to Peer.listen(1), "client" to Peer.connect("h", 1)).map { (name, given) ->
+            Thread {
+                RdmaDefaults.forThisThread(RdmaOptions(parameters = mapOf("side" to name), peer = given), planOnly = true,
+                    onResult = { results[name] = it }) {
+                    started.countDown()
+                    started.await() // both threads hold their own defaults at the same time
+                    rdma {
+                        seen[name] = param("side", "none") + " " + peer.role.label
+                        connect(peer)
+                    }
+                }
+            }.apply { start() }
+        }
+        threads.forEach { it.join() }
+        seen shouldBe mapOf("server" to "server server", "client" to "client client")
+        results.keys shouldBe setOf("server", "client")
+        // The application-wide values are untouched, and back in force on these threads afterwards.
+        RdmaDefaults.options.parameters shouldBe mapOf("side" to "application")
+        RdmaDefaults.planOnly shouldBe false
+        RdmaDefaults.forThisThread(RdmaOptions(), planOnly = true) { RdmaDefaults.planOnly shouldBe true }
+        RdmaDefaults.planOnly shouldBe false
+    }
+})
+
+/** The launcher's window into a run: live totals and cancellation. */
+class ScenarioMonitorSpec : FunSpec({
+    test("no totals while no scenario runs (a plan-only run never enters the run pass)") {
+        val monitor = ScenarioMonitor()
+        monitor.totals() shouldBe null
+        RdmaDefaults.forThisThread(RdmaOptions(peer = Fixtures.peer, monitor = monitor), planOnly = true) {
+            rdma { connect(peer); send() }
+        }
+        monitor.totals() shouldBe null
+    }
+
+    test("a cancelled monitor ends the scenario before it opens a device, with a CancellationException") {
+        val monitor = ScenarioMonitor()
+        monitor.cancel("interrupted")
+        monitor.cancelled shouldBe true
+        var planned = false
+        shouldThrow<kotlinx.coroutines.CancellationException> {
+            rdma(RdmaOptions(peer = Peer.connect("127.0.0.1", 1), monitor = monitor, onPlan = { planned = true })) {
+                connect(peer)
+                send()
+            }
+        }
+        planned shouldBe true // the plan pass ran; the session did not start
+    }
 })

@@ -7,6 +7,8 @@ import com.github.ajalt.clikt.core.main
 import com.github.ajalt.clikt.core.subcommands
 import com.github.ajalt.clikt.parameters.options.flag
 import com.github.ajalt.clikt.parameters.options.option
+import dev.rdmarun.scripts.host.ScenarioScriptHost
+import java.io.File
 
 /** Root of the `rdma-run` command line: global options, then dispatch to a subcommand. */
 class RdmaRun : CliktCommand(name = "rdma-run") {
@@ -16,18 +18,37 @@ class RdmaRun : CliktCommand(name = "rdma-run") {
     private val debug by option("--debug", help = "On errors, print the stack trace too").flag()
     private val global by findOrSetObject { GlobalOptions() }
 
-    override fun help(context: Context) = "Run RDMA experiments from the JVM."
+    override fun help(context: Context) = """
+        Run RDMA experiments from the JVM.
+
+        `rdma-run FILE.main.kts [--listen [ADDR:]PORT | --peer HOST[:PORT] | --loopback] ...` runs a scenario
+        script (short for `rdma-run run FILE.main.kts ...`; see `rdma-run run --help`).
+    """.trimIndent()
 
     override fun run() {
         global.debug = debug
     }
 }
 
-/** The command line with every subcommand registered (main and the specs use this). */
-fun rdmaRun(): CliktCommand = RdmaRun().subcommands(
+/**
+ * The command line with every subcommand registered (main and the specs use this).
+ * [scriptCache]: where compiled scenario scripts are kept; null compiles every time (tests).
+ */
+fun rdmaRun(scriptCache: File? = ScenarioScriptHost.defaultCacheDir()): CliktCommand = RdmaRun().subcommands(
     DevicesCommand(),
     GidsCommand(),
     PingpongCommand(),
+    ScenarioCommand(scriptCache),
 )
 
-fun main(args: Array<String>) = rdmaRun().main(args)
+/**
+ * `rdma-run FILE.main.kts ...` is `rdma-run run FILE.main.kts ...`: the subcommand name goes in
+ * front of the first argument that is not an option, when that argument names a script.
+ */
+fun withImplicitRun(args: Array<String>): Array<String> {
+    val first = args.indexOfFirst { !it.startsWith("-") }
+    if (first < 0 || !args[first].endsWith(".kts")) return args
+    return (args.take(first) + ScenarioCommand.NAME + args.drop(first)).toTypedArray()
+}
+
+fun main(args: Array<String>) = rdmaRun().main(withImplicitRun(args))

@@ -16,11 +16,16 @@ import java.net.UnknownHostException
  * or null) bounds the whole run.
  */
 class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
+    /** The last wait was cut to what was left of the overall deadline: its timeout is --timeout's. */
+    private var lastWaitOverall = false
+
     /** How long the next wait may take, at least 1 ms; throws once the overall deadline passed. */
     fun waitMs(what: String): Int {
+        lastWaitOverall = false
         if (overallDeadline == null) return peerTimeoutMs.coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
         val left = (overallDeadline - System.nanoTime()) / 1_000_000
         if (left <= 0) throw overallTimeout(what)
+        lastWaitOverall = left < peerTimeoutMs
         return minOf(left, peerTimeoutMs).coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
     }
 
@@ -29,8 +34,9 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
     fun peerTimeout(what: String) =
         CommandFailure("the peer did not respond for ${peerTimeoutMs / 1000.0} s while $what (--peer-timeout)")
 
+    /** The failure for a wait that timed out (a socket timeout may fire a little before the deadline it was cut to). */
     fun timeout(what: String): CommandFailure =
-        if (overallDeadline != null && System.nanoTime() - overallDeadline >= 0) overallTimeout(what) else peerTimeout(what)
+        if (lastWaitOverall || (overallDeadline != null && System.nanoTime() - overallDeadline >= 0)) overallTimeout(what) else peerTimeout(what)
 }
 
 /**

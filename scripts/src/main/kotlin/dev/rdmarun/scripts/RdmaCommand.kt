@@ -29,7 +29,13 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
     private var interruption: Interruption? = null
 
     /** `rdma-run --debug`: stack traces on errors, and diagnostics some commands print. */
-    protected val debug: Boolean get() = global.debug
+    protected val debug: Boolean get() = global.debug || debugOption
+
+    /** A command's own `--debug` (given after its name), for commands people type without the root's. */
+    protected open val debugOption: Boolean get() = false
+
+    /** What error lines start with. */
+    protected open val errorPrefix: String get() = "rdma-run $commandName"
 
     protected abstract fun execute()
 
@@ -57,7 +63,7 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
         } catch (e: IOException) {
             fail(e.message ?: e.toString(), e, 1)
         } catch (e: RuntimeException) {
-            fail("internal error: $e" + if (global.debug) "" else " (rdma-run --debug shows the stack trace)", e, 1)
+            fail("internal error: $e" + if (debug) "" else " (rdma-run --debug shows the stack trace)", e, 1)
         } finally {
             interruption?.close()
             interruption = null
@@ -71,8 +77,8 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
     protected fun emit(text: String, err: Boolean = false) = terminal.rawPrint(text + "\n", stderr = err)
 
     private fun fail(message: String, cause: Throwable, exitCode: Int): Nothing {
-        emit("rdma-run $commandName: $message", err = true)
-        if (global.debug) emit(cause.stackTraceToString().trimEnd(), err = true)
+        emit("$errorPrefix: $message", err = true)
+        if (debug) emit(cause.stackTraceToString().trimEnd(), err = true)
         throw ProgramResult(exitCode)
     }
 

@@ -10,12 +10,14 @@ import kotlin.io.path.walk
 import kotlin.script.experimental.api.CompiledScript
 import kotlin.script.experimental.api.ResultValue
 import kotlin.script.experimental.api.ResultWithDiagnostics
+import kotlin.script.experimental.api.ScriptCompilationConfiguration
 import kotlin.script.experimental.api.ScriptDiagnostic
 import kotlin.script.experimental.api.SourceCode
 import kotlin.script.experimental.api.constructorArgs
 import kotlin.script.experimental.api.with
 import kotlin.script.experimental.host.ScriptingHostConfiguration
 import kotlin.script.experimental.host.toScriptSource
+import kotlin.script.experimental.jvm.CompiledJvmScriptsCache
 import kotlin.script.experimental.jvm.compilationCache
 import kotlin.script.experimental.jvm.defaultJvmScriptingHostConfiguration
 import kotlin.script.experimental.jvm.jvm
@@ -33,6 +35,12 @@ class ScriptCompilationException(val diagnostics: List<String>) :
 class ScriptFailedException(cause: Throwable) : RuntimeException(cause.message, cause)
 
 /**
+ * A compiled script and how it was obtained: [fromCache] (no compiler ran) or compiled, then
+ * stored as [cacheJar] unless [storeError] says why not (a read-only cache is not an error).
+ */
+class CompiledScenario(val script: CompiledScript, val fromCache: Boolean, val cacheJar: File?, val storeError: Throwable?)
+
+/**
  * Compiles and runs scenario scripts. Compiled scripts are cached as jars keyed on the script
  * text and the *contents* of the DSL and runtime jars (not their paths, as main-kts does), so a
  * rebuilt DSL never meets a stale script, and a repeated run skips the compiler entirely.
@@ -40,13 +48,44 @@ class ScriptFailedException(cause: Throwable) : RuntimeException(cause.message, 
  * @param cacheDir where compiled scripts go; null disables the cache (tests).
  */
 class ScenarioScriptHost(private val cacheDir: File?) {
+    /** What the cache saw during the current [compile] (one compile at a time per host). */
+    private class CacheOutcome(val onCompiling: () -> Unit) {
+        var hit = false
+        var jar: File? = null
+        var storeError: Throwable? = null
+    }
+
+    @Volatile
+    private var outcome: CacheOutcome? = null
+
+    /** The jar cache, observed: a miss means the compiler runs next, and a failed store only loses the cache entry. */
+    private inner class ObservedCache(dir: File) : CompiledJvmScriptsCache {
+        private val jars = CompiledScriptJarsCache { source, _ -> File(dir, cacheKey(source) + ".jar") }
+
+        override fun get(script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration): CompiledScript? {
+            val found = jars.get(script, scriptCompilationConfiguration)
+            outcome?.let {
+                it.jar = jars.scriptToFile(script, scriptCompilationConfiguration)
+                it.hit = found != null
+                if (found == null) it.onCompiling()
+            }
+            return found
+        }
+
+        override fun store(compiledScript: CompiledScript, script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration) {
+            try {
+                cacheDir?.mkdirs()
+                jars.store(compiledScript, script, scriptCompilationConfiguration)
+            } catch (e: Exception) {
+                outcome?.storeError = e
+            }
+        }
+    }
+
     private val hostConfiguration = ScriptingHostConfiguration(defaultJvmScriptingHostConfiguration) {
         if (cacheDir != null) {
             jvm {
-                compilationCache(CompiledScriptJarsCache { source, _ ->
-                    cacheDir.mkdirs()
-                    File(cacheDir, cacheKey(source) + ".jar")
-                })
+                compilationCache(ObservedCache(cacheDir))
             }
         }
     }
@@ -54,12 +93,22 @@ class ScenarioScriptHost(private val cacheDir: File?) {
     private val compilation = createJvmCompilationConfigurationFromTemplate<ScenarioScript>(hostConfiguration)
     private val evaluation = createJvmEvaluationConfigurationFromTemplate<ScenarioScript>(hostConfiguration)
 
-    /** Compiles (or takes from the cache); throws [ScriptCompilationException] with file:line:col errors. */
-    fun compile(file: File): CompiledScript {
+    /**
+     * Compiles (or takes from the cache); throws [ScriptCompilationException] with file:line:col
+     * errors. [onCompiling] is called when the compiler is about to run (no cache entry).
+     */
+    fun compile(file: File, onCompiling: () -> Unit = {}): CompiledScenario {
         if (!file.isFile) throw ScriptCompilationException(listOf("${file.path}: no such script file"))
-        val result = runBlocking { host.compiler(file.toScriptSource(), compilation) }
+        val seen = CacheOutcome(onCompiling)
+        if (cacheDir == null) onCompiling()
+        outcome = seen
+        val result = try {
+            runBlocking { host.compiler(file.toScriptSource(), compilation) }
+        } finally {
+            outcome = null
+        }
         return when (result) {
-            is ResultWithDiagnostics.Success -> result.value
+            is ResultWithDiagnostics.Success -> CompiledScenario(result.value, seen.hit, seen.jar, seen.storeError)
             is ResultWithDiagnostics.Failure -> throw ScriptCompilationException(errors(file, result.reports))
         }
     }

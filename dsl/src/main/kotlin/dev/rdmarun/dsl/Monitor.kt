@@ -1,0 +1,85 @@
+package dev.rdmarun.dsl
+
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Job
+
+/** This side's traffic so far, as a [ScenarioMonitor] read it (see [TrafficResult] for what counts). */
+data class LiveTotals(
+    /** Nanoseconds since the run pass started (QPs connected). */
+    val elapsedNanos: Long,
+    val bytesSent: Long,
+    val bytesReceived: Long,
+    /** Work requests completed. */
+    val operations: Long,
+    val messagesReceived: Long,
+)
+
+/**
+ * A launcher's handle on the scenarios run with the [RdmaOptions] that carry it: [totals] while
+ * one runs (for a progress line), [onRunning] when its QPs are connected, and [cancel] (Ctrl-C),
+ * which ends it as cancelling its coroutine does: the session tears every verbs object down.
+ *
+ * The totals are the per-QP counters the dispatcher thread keeps anyway, read here from another
+ * thread without synchronization: they may lag a little, which a display does not mind, and the
+ * data path pays nothing for them.
+ */
+class ScenarioMonitor(
+    /** Called once per scenario when its QPs are connected and the run pass starts (on a DSL thread: keep it short). */
+    private val onRunning: (() -> Unit)? = null,
+) {
+    @Volatile
+    private var counters: List<QpCounters> = emptyList()
+
+    @Volatile
+    private var runningSince = 0L
+
+    @Volatile
+    private var job: Job? = null
+
+    @Volatile
+    var cancelled = false
+        private set
+
+    /** This side's totals while a scenario is in its run pass, else null (planning, connecting, tearing down, done). */
+    fun totals(): LiveTotals? {
+        val since = runningSince
+        if (since == 0L) return null
+        var sent = 0L
+        var received = 0L
+        var operations = 0L
+        var messages = 0L
+        for (c in counters) {
+            sent += c.bytesSent
+            received += c.bytesReceived
+            operations += c.operations
+            messages += c.messagesReceived
+        }
+        return LiveTotals(System.nanoTime() - since, sent, received, operations, messages)
+    }
+
+    /** Ends the running scenario (and any later one run with this monitor); its `rdma { }` throws a CancellationException. */
+    fun cancel(reason: String = "cancelled") {
+        cancelled = true
+        job?.cancel(CancellationException(reason))
+    }
+
+    internal fun attach(job: Job) {
+        this.job = job
+        if (cancelled) job.cancel(CancellationException("cancelled"))
+    }
+
+    internal fun detach(job: Job) {
+        if (this.job === job) this.job = null
+    }
+
+    internal fun running(perQp: List<QpCounters>) {
+        counters = perQp
+        runningSince = System.nanoTime()
+        onRunning?.invoke()
+    }
+
+    internal fun stopped() {
+        runningSince = 0L
+        counters = emptyList()
+    }
+}

@@ -1,0 +1,97 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.mordant.terminal.Terminal
+import dev.rdmarun.dsl.LiveTotals
+import dev.rdmarun.dsl.ScenarioMonitor
+import java.util.Locale
+
+/**
+ * The live line under a running scenario on a terminal: per side its elapsed time, bytes, work
+ * requests, messages and current rate, redrawn in place twice a second once a run has gone on
+ * for a second. Other output goes [above] it. Reads the monitors' totals only (a display thread;
+ * the data path does not know it exists).
+ */
+internal class ProgressLine(private val terminal: Terminal, private val sides: List<Pair<String, ScenarioMonitor>>) : AutoCloseable {
+    private val lock = Any()
+    // No wrapping: "\r" must reach the line's start. A terminal that reports no size (0) gets 100.
+    private val width = terminal.size.width.let { if (it <= 0) 100 else (it - 1).coerceAtLeast(20) }
+    private var shown = 0
+    private var closed = false
+    private val lastBytes = LongArray(sides.size)
+    private val lastNanos = LongArray(sides.size)
+    private val thread = Thread.ofPlatform().daemon(true).name("rdma-run-progress").start {
+        try {
+            while (true) {
+                Thread.sleep(TICK_MS)
+                tick()
+            }
+        } catch (_: InterruptedException) {
+            // closed
+        }
+    }
+
+    private fun tick() {
+        val now = System.nanoTime()
+        class Part(val text: String, val busy: Boolean)
+        val parts = sides.mapIndexedNotNull { i, (label, monitor) ->
+            val t = monitor.totals()
+            if (t == null) {
+                lastNanos[i] = 0 // not running (yet, or any more): no rate until two readings
+                return@mapIndexedNotNull null
+            }
+            val bytes = t.bytesSent + t.bytesReceived
+            val gbps = if (lastNanos[i] == 0L) null else (bytes - lastBytes[i]) * 8.0 / (now - lastNanos[i])
+            lastBytes[i] = bytes
+            lastNanos[i] = now
+            if (t.elapsedNanos < SHOW_AFTER_NANOS) null else Part(describe(label, t, gbps), t.operations + t.messagesReceived > 0)
+        }
+        // With --loopback, a side with no traffic of its own (the target of WRITEs) says nothing.
+        val shown = parts.filter { it.busy }.ifEmpty { parts }
+        synchronized(lock) {
+            if (closed) return
+            if (shown.isEmpty()) clearLocked() else draw(shown.joinToString("  |  ") { it.text })
+        }
+    }
+
+    /** Prints [block]'s output with the line out of the way; the next tick draws it again below. */
+    fun above(block: () -> Unit) = synchronized(lock) {
+        clearLocked()
+        block()
+    }
+
+    private fun draw(text: String) {
+        val fitted = text.take(width)
+        terminal.rawPrint("\r" + fitted + " ".repeat((shown - fitted.length).coerceAtLeast(0)))
+        shown = fitted.length
+    }
+
+    private fun clearLocked() {
+        if (shown == 0) return
+        terminal.rawPrint("\r" + " ".repeat(shown) + "\r")
+        shown = 0
+    }
+
+    override fun close() {
+        synchronized(lock) {
+            closed = true
+            clearLocked()
+        }
+        thread.interrupt()
+    }
+
+    private companion object {
+        const val TICK_MS = 500L
+        const val SHOW_AFTER_NANOS = 1_000_000_000L
+
+        fun describe(label: String, t: LiveTotals, gbps: Double?): String = String.format(Locale.ROOT,
+            "%s %.1f s: %s out, %s in, %d WRs, %d msgs%s", label, t.elapsedNanos / 1e9, bytes(t.bytesSent), bytes(t.bytesReceived),
+            t.operations, t.messagesReceived, gbps?.let { String.format(Locale.ROOT, ", %.2f Gb/s", it) } ?: "")
+
+        fun bytes(n: Long): String = when {
+            n >= 1L shl 30 -> String.format(Locale.ROOT, "%.2f GiB", n / (1L shl 30).toDouble())
+            n >= 1L shl 20 -> String.format(Locale.ROOT, "%.1f MiB", n / (1L shl 20).toDouble())
+            n >= 1L shl 10 -> String.format(Locale.ROOT, "%.1f KiB", n / (1L shl 10).toDouble())
+            else -> "$n B"
+        }
+    }
+}

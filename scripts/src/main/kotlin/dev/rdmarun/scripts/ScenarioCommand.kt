@@ -1,0 +1,313 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.clikt.core.Context
+import com.github.ajalt.clikt.core.ProgramResult
+import com.github.ajalt.clikt.core.terminal
+import com.github.ajalt.clikt.parameters.arguments.argument
+import com.github.ajalt.clikt.parameters.groups.mutuallyExclusiveOptions
+import com.github.ajalt.clikt.parameters.groups.single
+import com.github.ajalt.clikt.parameters.options.convert
+import com.github.ajalt.clikt.parameters.options.flag
+import com.github.ajalt.clikt.parameters.options.multiple
+import com.github.ajalt.clikt.parameters.options.option
+import com.github.ajalt.clikt.parameters.options.switch
+import com.github.ajalt.clikt.parameters.options.validate
+import com.github.ajalt.clikt.parameters.types.file
+import com.github.ajalt.clikt.parameters.types.int
+import com.github.ajalt.clikt.parameters.types.restrictTo
+import dev.rdmarun.dsl.Peer
+import dev.rdmarun.dsl.RdmaDefaults
+import dev.rdmarun.dsl.RdmaOptions
+import dev.rdmarun.dsl.Role
+import dev.rdmarun.dsl.ScenarioMonitor
+import dev.rdmarun.dsl.ScenarioResult
+import dev.rdmarun.dsl.SettingsOverrides
+import dev.rdmarun.dsl.describeFailure
+import dev.rdmarun.scripts.host.ScenarioScriptHost
+import dev.rdmarun.scripts.host.ScriptCompilationException
+import dev.rdmarun.scripts.host.ScriptFailedException
+import java.io.Closeable
+import java.io.File
+import java.io.IOException
+import java.net.InetAddress
+import java.net.ServerSocket
+import java.util.Locale
+import kotlin.script.experimental.api.CompiledScript
+import kotlin.time.Duration
+import kotlinx.serialization.json.Json
+import kotlinx.serialization.json.JsonArray
+import kotlinx.serialization.json.JsonElement
+import kotlinx.serialization.json.JsonObject
+
+/**
+ * `rdma-run FILE.main.kts ...` (the subcommand `run`): compiles a scenario script, or takes it from
+ * the compiled-script cache, and evaluates it with this command line as the defaults of its
+ * `rdma { }`: the peer (`--listen` makes this side the server, `--peer` the client, `--loopback`
+ * runs both in this JVM), local device choices, `--set` parameters and `--timeout`. Prints each
+ * scenario's results table, a live progress line on a terminal, and with `--json` the numbers.
+ *
+ * Exit status: 0 success; 1 the run failed (cause and hint on stderr); 2 the script does not
+ * compile (`file:line:col: error: ...` lines); 130 Ctrl-C, after the scenario was torn down;
+ * clikt's status for usage errors.
+ */
+class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
+    /** Who this process is in the scenario. */
+    private sealed interface Mode {
+        data class Side(val peer: Peer) : Mode
+        data object Loopback : Mode
+    }
+
+    private val script by argument("FILE.main.kts", help = "The scenario script")
+        .file(mustExist = true, canBeDir = false, mustBeReadable = true)
+    private val mode by mutuallyExclusiveOptions(
+        option("--listen", metavar = "PORT|ADDR:PORT",
+            help = "Be the server: wait for the client on this TCP port (perftest's is ${Peer.DEFAULT_PORT})")
+            .convert { text -> Mode.Side(usage { parseListen(text) }) },
+        option("--peer", metavar = "HOST|HOST:PORT",
+            help = "Be the client: connect to the server at HOST (TCP port ${Peer.DEFAULT_PORT} unless given)")
+            .convert { text -> Mode.Side(usage { parsePeer(text) }) },
+        option(help = "Run server and client in this JVM, connected over 127.0.0.1, on the same device")
+            .switch("--loopback" to Mode.Loopback),
+    ).single()
+    private val device by option("-d", "--ib-dev", metavar = "DEV", help = "RDMA device (default: the scenario's choice, else the first one)")
+    private val gidIndex by option("-g", "--gid-idx", metavar = "GIDX",
+        help = "Local GID index (default: the first RoCE v2 IPv4 GID, see `rdma-run gids`)").int().restrictTo(0..255)
+    private val ibPort by option("-i", "--ib-port", metavar = "IBPORT", help = "Port of the device (default 1)").int().restrictTo(1..255)
+    private val parameters by option("--set", metavar = "NAME=VALUE",
+        help = "Script parameter, read with param()/intParam(); repeatable; both sides must give the same")
+        .convert { text -> usage { parseParameter(text) } }
+        .multiple()
+        .validate { sets ->
+            val twice = sets.groupBy { it.first }.filterValues { it.size > 1 }.keys
+            require(twice.isEmpty()) { "--set ${twice.first()} is given more than once" }
+        }
+    private val json by option("--json", metavar = "FILE", help = "Also write the results to FILE as JSON")
+        .file(canBeDir = false)
+        .validate { f ->
+            val dir = f.absoluteFile.parentFile
+            require(dir != null && dir.isDirectory) { "the folder of $f does not exist" }
+            require(dir.canWrite() && (!f.exists() || f.canWrite())) { "$f is not writable" }
+        }
+    private val timeout by option("--timeout", metavar = "DURATION",
+        help = "Bound on control-path waits: connecting, the handshake, a silent peer (e.g. 30s, 2m, 500ms; default: the scenario's, else 30s)")
+        .convert { text -> usage { parseTimeout(text) } }
+    private val check by option("--check", help = "Only compile, plan and validate the scenario and print its plan; touches no device").flag()
+    private val debugFlag by option("--debug", help = "On errors, print the stack trace too; say whether the compiled script came from the cache").flag()
+
+    override val debugOption get() = debugFlag
+    override val errorPrefix get() = "rdma-run ${script.name}"
+
+    override fun help(context: Context) =
+        "Run a scenario script on this side: the server with --listen, the client with --peer, or both in this JVM with --loopback. " +
+            "Exit status: 0 success, 1 the run failed, 2 the script does not compile, 130 interrupted."
+
+    /** The live line, while one is shown: launcher output goes above it. */
+    @Volatile
+    private var progress: ProgressLine? = null
+
+    override fun execute() {
+        val host = ScenarioScriptHost(scriptCache)
+        val compiled = compile(host)
+        val options = RdmaOptions(
+            parameters = parameters.toMap(),
+            overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
+        )
+        val given = mode
+        when {
+            check -> check(host, compiled, options.copy(peer = (given as? Mode.Side)?.peer))
+            given == Mode.Loopback -> loopback(host, compiled, options)
+            else -> oneSide(host, compiled, options.copy(peer = (given as? Mode.Side)?.peer))
+        }
+    }
+
+    private fun compile(host: ScenarioScriptHost): CompiledScript {
+        val start = System.nanoTime()
+        val compiled = try {
+            host.compile(script) {
+                say("rdma-run: compiling ${script.name}" + if (scriptCache != null) " (not in the compiled-script cache yet)" else "", err = true)
+            }
+        } catch (e: ScriptCompilationException) {
+            e.diagnostics.forEach { say(it, err = true) }
+            throw ProgramResult(2)
+        }
+        if (debug) {
+            val seconds = String.format(Locale.ROOT, "%.1f", (System.nanoTime() - start) / 1e9)
+            say(if (compiled.fromCache) "rdma-run: compiled script cache hit: ${compiled.cacheJar} ($seconds s)"
+                else "rdma-run: compiled ${script.name} in $seconds s" + (compiled.cacheJar?.let { "; cached as $it" } ?: ""), err = true)
+            compiled.storeError?.let { say("rdma-run: could not store the compiled script in the cache: $it", err = true) }
+        }
+        return compiled.script
+    }
+
+    /** Evaluates the script once with these defaults on the calling thread; returns what it threw, if anything. */
+    private fun evaluate(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions, planOnly: Boolean = false,
+                         onResult: ((ScenarioResult) -> Unit)? = null): Throwable? =
+        try {
+            RdmaDefaults.forThisThread(options, planOnly, onResult) { host.run(compiled) }
+            null
+        } catch (e: ScriptFailedException) {
+            e.cause ?: e
+        }
+
+    private fun check(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
+        var plans = 0
+        val failure = evaluate(host, compiled, options.copy(onPlan = { plans++; say(it.describe()) }), planOnly = true)
+        if (failure != null) throw CommandFailure(describeFailure(failure), 1, failure)
+        if (plans == 0) say("rdma-run ${script.name}: the script ran no rdma { } scenario", err = true)
+    }
+
+    private fun oneSide(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
+        val label = options.peer?.role?.label
+        val monitor = runningNote(label)
+        val results = mutableListOf<ScenarioResult>()
+        val failure = withProgress(listOf((label ?: "run") to monitor)) {
+            interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
+                evaluate(host, compiled, options.copy(monitor = monitor)) { result ->
+                    results += result
+                    say(result.table())
+                    json?.let { writeJson(it, resultsJson(results)) } // after each scenario: a later failure loses nothing
+                }
+            }
+        }
+        interruption().check()
+        if (failure != null) throw CommandFailure(describeFailure(failure), 1, failure)
+    }
+
+    /** One side of a --loopback run: its own thread, defaults, monitor and outcome. */
+    private class LoopbackSide(val peer: Peer, val monitor: ScenarioMonitor) {
+        val label = peer.role.label
+        val results = mutableListOf<ScenarioResult>()
+        var failure: Throwable? = null
+        lateinit var thread: Thread
+    }
+
+    private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
+        val port = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
+        val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
+            .map { LoopbackSide(it, runningNote(it.role.label)) }
+        say("rdma-run ${script.name}: loopback: server and client in this JVM on ${device ?: "the first RDMA device"}, " +
+            "control connection over 127.0.0.1:$port", err = true)
+        withProgress(sides.map { it.label to it.monitor }) {
+            for (side in sides) {
+                side.thread = Thread.ofPlatform().name("rdma-run-${side.label}").start {
+                    side.failure = try {
+                        evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
+                            synchronized(side.results) { side.results += result }
+                        }
+                    } catch (e: Throwable) {
+                        e // not the script's failure but the host's: still this side's, reported below
+                    }
+                }
+            }
+            interruption().blockingOn(Closeable { sides.forEach { it.monitor.cancel("interrupted") } }) {
+                sides.forEach { it.thread.join() }
+            }
+        }
+        interruption().check()
+        sides.forEach { side -> side.results.forEach { say(it.table()) } }
+        if (sides.any { it.results.isNotEmpty() }) {
+            json?.let { file -> writeJson(file, JsonObject(sides.associate { it.label to resultsJson(it.results) })) }
+        }
+        val failed = sides.filter { it.failure != null }
+        if (failed.isNotEmpty()) {
+            for (side in failed) {
+                val cause = side.failure!!
+                say("$errorPrefix (${side.label}): ${describeFailure(cause)}", err = true)
+                if (debug) say(cause.stackTraceToString().trimEnd(), err = true)
+            }
+            throw ProgramResult(1)
+        }
+        val devices = sides.flatMap { s -> s.results.map { it.device } }.distinct()
+        if (devices.isNotEmpty()) say("loopback on ${devices.joinToString()}: server and client succeeded")
+    }
+
+    /** A monitor that says when its side's QPs are connected (a waiting server is otherwise silent). */
+    private fun runningNote(label: String?) = ScenarioMonitor(onRunning = {
+        say("rdma-run ${script.name}: ${label?.let { "$it: " } ?: ""}connected, running the scenario", err = true)
+    })
+
+    /** Runs [block] with a live progress line under it when stdout is a terminal. */
+    private fun <T> withProgress(sides: List<Pair<String, ScenarioMonitor>>, block: () -> T): T {
+        if (!terminal.terminalInfo.outputInteractive) return block()
+        val line = ProgressLine(terminal, sides)
+        progress = line
+        try {
+            return block()
+        } finally {
+            progress = null
+            line.close()
+        }
+    }
+
+    /** Launcher output: above the progress line, when there is one. */
+    private fun say(text: String, err: Boolean = false) {
+        val line = progress
+        if (line != null) line.above { emit(text, err) } else emit(text, err)
+    }
+
+    private fun writeJson(file: File, element: JsonElement) {
+        try {
+            file.writeText(JSON.encodeToString(JsonElement.serializer(), element) + "\n")
+        } catch (e: IOException) {
+            throw CommandFailure("cannot write the results to $file: ${e.message}", 1, e)
+        }
+    }
+
+    /** One scenario's result as [ScenarioResult.toJson] gives it; several (a script may run more than one) as an array. */
+    private fun resultsJson(results: List<ScenarioResult>): JsonElement {
+        val each = results.map { Json.parseToJsonElement(it.toJson()) }
+        return each.singleOrNull() ?: JsonArray(each)
+    }
+
+    companion object {
+        const val NAME = "run"
+
+        private val JSON = Json { prettyPrint = true }
+        private val PARAMETER_NAME = Regex("[A-Za-z_][A-Za-z0-9_.-]*")
+
+        /** Lets a parse error of an option value become clikt's usage error. */
+        private inline fun <T> com.github.ajalt.clikt.parameters.options.OptionCallTransformContext.usage(parse: () -> T): T =
+            try {
+                parse()
+            } catch (e: IllegalArgumentException) {
+                fail(e.message ?: "invalid value")
+            }
+
+        /** `PORT`, `ADDR:PORT` or `[V6ADDR]:PORT`. */
+        fun parseListen(text: String): Peer.Listen {
+            val t = text.trim()
+            val (address, portText) = when {
+                t.startsWith("[") && t.contains("]:") -> t.substring(1, t.indexOf("]:")) to t.substringAfter("]:")
+                t.contains(':') -> t.substringBeforeLast(':') to t.substringAfterLast(':')
+                else -> null to t
+            }
+            val port = portText.toIntOrNull()?.takeIf { it in 1..65535 }
+                ?: throw IllegalArgumentException("'$text' is not [ADDR:]PORT with a TCP port 1..65535")
+            return Peer.Listen(port, address?.takeIf { it.isNotEmpty() })
+        }
+
+        /** `HOST` or `HOST:PORT` (`[V6ADDR]:PORT`); the port defaults to 18515. */
+        fun parsePeer(text: String): Peer.Connect {
+            val peer = Peer.parse(text) as Peer.Connect
+            require(peer.host.isNotBlank()) { "'$text' has no host: give HOST or HOST:PORT" }
+            return peer
+        }
+
+        /** `NAME=VALUE` (the value may be empty and may contain '='). */
+        fun parseParameter(text: String): Pair<String, String> {
+            val eq = text.indexOf('=')
+            require(eq >= 0) { "'$text' is not NAME=VALUE" }
+            val name = text.substring(0, eq)
+            require(PARAMETER_NAME.matches(name)) { "'$name' is not a parameter name (a letter or _, then letters, digits, _ . -)" }
+            return name to text.substring(eq + 1)
+        }
+
+        /** A positive, finite kotlin Duration: `30s`, `2m`, `500ms`, `1m 30s`. */
+        fun parseTimeout(text: String): Duration {
+            val d = Duration.parseOrNull(text.trim())
+                ?: throw IllegalArgumentException("'$text' is not a duration like 30s, 2m or 500ms")
+            require(d.isPositive() && d.isFinite()) { "the timeout must be positive and finite, not $text" }
+            return d
+        }
+    }
+}

@@ -1,0 +1,215 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.clikt.testing.CliktCommandTestResult
+import com.github.ajalt.clikt.testing.test
+import dev.rdmarun.runtime.DeviceList
+import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldContainExactly
+import io.kotest.matchers.collections.shouldHaveSize
+import io.kotest.matchers.collections.shouldNotBeEmpty
+import io.kotest.matchers.shouldBe
+import io.kotest.matchers.shouldNotBe
+import io.kotest.matchers.string.shouldContain
+import io.kotest.matchers.string.shouldMatch
+import io.kotest.matchers.string.shouldNotContain
+import io.kotest.matchers.string.shouldStartWith
+import java.io.File
+import java.net.ServerSocket
+import java.nio.file.Files
+
+/**
+ * `rdma-run FILE.main.kts`: the command line, --check (which compiles, plans and validates without
+ * a device), compile errors, invalid scenarios and parameters. Everything here runs without RDMA;
+ * the Soft-RoCE suite (e2e/) runs the samples on a real device.
+ */
+class ScenarioCommandSpec : FunSpec({
+    val dir = Files.createTempDirectory("scenario-command").toFile()
+    // Compiled scripts go to a temp cache: a script used by several tests compiles once.
+    val cache = File(dir, "cache")
+    afterSpec { dir.deleteRecursively() }
+
+    fun script(name: String, text: String) = File(dir, name).apply { writeText(text) }
+    fun run(vararg args: String): CliktCommandTestResult = rdmaRun(cache).test(withImplicitRun(arrayOf(*args)).toList())
+
+    /** stderr without the note a first compile of a script prints. */
+    fun errors(result: CliktCommandTestResult) = result.stderr.lines().filterNot { it.startsWith("rdma-run: compiling ") }.joinToString("\n").trim()
+
+    val samples = File("../samples").listFiles { f -> f.name.endsWith(".main.kts") }.orEmpty().sortedBy { it.name }
+
+    // A scenario whose settings and operation size come from parameters, so the plan shows them.
+    val parameterized = script("params.main.kts", """
+        @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT")
+        rdma {
+            qps(intParam("qps", 1))
+            connect(peer)
+            send(size = intParam("size", 16))
+        }
+    """.trimIndent())
+
+    test("`rdma-run FILE.main.kts ...` means `rdma-run run FILE.main.kts ...`; other commands are left alone") {
+        withImplicitRun(arrayOf("x.main.kts", "--listen", "1")).toList() shouldContainExactly listOf("run", "x.main.kts", "--listen", "1")
+        withImplicitRun(arrayOf("--debug", "x.main.kts")).toList() shouldContainExactly listOf("--debug", "run", "x.main.kts")
+        withImplicitRun(arrayOf("pingpong", "host.kts")).toList() shouldContainExactly listOf("pingpong", "host.kts")
+        withImplicitRun(arrayOf("devices")).toList() shouldContainExactly listOf("devices")
+    }
+
+    test("the root help shows the script form and the run command") {
+        val result = run("--help")
+        result.output shouldContain "rdma-run FILE.main.kts"
+        result.output shouldContain "run"
+    }
+
+    test("--check on every sample compiles, plans and validates it, prints the plan and exits 0") {
+        samples.map { it.name } shouldContainExactly listOf("atomics.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts",
+            "read-lat.main.kts", "write-bw.main.kts")
+        for (sample in samples) {
+            val result = run(sample.path, "--check")
+            withClue(sample.name, result) {
+                result.statusCode shouldBe 0
+                result.stdout shouldContain "scenario plan (fingerprint "
+                result.stdout shouldContain "operations:"
+                result.stdout shouldContain "peer: (none given)"
+            }
+        }
+    }
+
+    test("the role follows from --listen and --peer (the plan shows the peer the script connects to)") {
+        run(parameterized.path, "--check", "--listen", "18600").stdout shouldContain "peer: listen on *:18600"
+        run(parameterized.path, "--check", "--listen", "127.0.0.1:18601").stdout shouldContain "peer: listen on 127.0.0.1:18601"
+        run(parameterized.path, "--check", "--peer", "10.77.0.1").stdout shouldContain "peer: connect to 10.77.0.1:18515"
+        run(parameterized.path, "--check", "--peer", "host.example:1234").stdout shouldContain "peer: connect to host.example:1234"
+    }
+
+    test("-d, -g, -i and --timeout are local overrides of the scenario's settings") {
+        val result = run(parameterized.path, "--check", "-d", "mlx5_1", "-g", "3", "-i", "2", "--timeout", "2m")
+        result.statusCode shouldBe 0
+        result.stdout shouldContain "device: mlx5_1 port 2 GID index 3"
+        result.stdout shouldContain "control timeout 2m"
+        run(parameterized.path, "--check", "--timeout", "500ms").stdout shouldContain "control timeout 500ms"
+    }
+
+    test("--set values reach param() and intParam(), and are part of the plan") {
+        val result = run(parameterized.path, "--check", "--set", "qps=3", "--set", "size=64", "--set", "note=a=b")
+        result.statusCode shouldBe 0
+        result.stdout shouldContain "QPs: 3 RC"
+        result.stdout shouldContain "send x1 on every QP by both sides, 64 B"
+        result.stdout shouldContain "parameters: note=a=b, qps=3, size=64"
+    }
+
+    test("a parameter that is not a number fails the scenario with one sentence, exit 1") {
+        val result = run(parameterized.path, "--check", "--set", "qps=four")
+        result.statusCode shouldBe 1
+        errors(result) shouldBe "rdma-run params.main.kts: parameter qps must be a whole number, not 'four'"
+    }
+
+    test("usage errors: conflicting roles, bad --set, bad durations, bad addresses") {
+        val usage = mapOf(
+            listOf("--listen", "18600", "--peer", "h") to "cannot be used with",
+            listOf("--loopback", "--peer", "h") to "cannot be used with",
+            listOf("--set", "novalue") to "'novalue' is not NAME=VALUE",
+            listOf("--set", "1x=2") to "'1x' is not a parameter name",
+            listOf("--set", "a=1", "--set", "a=2") to "--set a is given more than once",
+            listOf("--timeout", "30") to "'30' is not a duration like 30s, 2m or 500ms",
+            listOf("--timeout", "3x") to "'3x' is not a duration",
+            listOf("--timeout", "0s") to "must be positive",
+            listOf("--listen", "0") to "TCP port 1..65535",
+            listOf("--listen", "http") to "is not [ADDR:]PORT",
+            listOf("--peer", "h:99999") to "TCP port must be 1..65535",
+            listOf("--peer", ":5") to "has no host",
+            listOf("-g", "256") to "-g",
+            listOf("--json", File(dir, "missing/out.json").path) to "does not exist",
+        )
+        for ((args, message) in usage) {
+            val result = run(parameterized.path, *args.toTypedArray())
+            withClue(args.joinToString(" "), result) {
+                result.statusCode shouldNotBe 0
+                result.statusCode shouldNotBe 2 // 2 is for scripts that do not compile
+                result.stderr shouldContain "Error: "
+                result.stderr shouldContain message
+                result.stderr shouldNotContain "scenario plan"
+            }
+        }
+        run(File(dir, "absent.main.kts").path).stderr shouldContain "does not exist"
+    }
+
+    test("a script that does not compile gives file:line:col errors and exit 2") {
+        val broken = script("broken.main.kts", "rdma {\n    qps(\"four\")\n    connect(peer)\n}\n")
+        val result = run(broken.path, "--check")
+        result.statusCode shouldBe 2
+        val lines = errors(result).lines()
+        lines.shouldNotBeEmpty()
+        lines.first() shouldMatch Regex("^" + Regex.escape(broken.path) + ":2:\\d+: error: .*")
+        result.stderr shouldNotContain "\tat "
+        result.stdout shouldBe ""
+    }
+
+    test("an invalid scenario exits 1 with its sentence, before any device or socket is touched") {
+        val invalid = script("invalid.main.kts", "rdma {\n    qps(0)\n    connect(peer)\n}\n")
+        for (role in listOf(listOf("--check"), listOf("--peer", "127.0.0.1:1"), listOf("--listen", "18602"))) {
+            val result = run(invalid.path, *role.toTypedArray())
+            withClue(role.joinToString(" "), result) {
+                result.statusCode shouldBe 1
+                errors(result) shouldBe "rdma-run invalid.main.kts: qps(0): a scenario needs at least 1 QP"
+            }
+        }
+    }
+
+    test("without --listen, --peer or --loopback, reading `peer` says what to give") {
+        val result = run(parameterized.path)
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "the scenario reads `peer` but none was given: run it with rdma-run --listen, --peer or --loopback"
+    }
+
+    test("what a script throws is its failure, exit 1, one line; --debug adds the stack trace") {
+        val throws = script("throws.main.kts", "throw IllegalStateException(\"the data did not match\")\n")
+        val plain = run(throws.path, "--check")
+        plain.statusCode shouldBe 1
+        errors(plain) shouldBe "rdma-run throws.main.kts: the data did not match"
+        val debug = run(throws.path, "--check", "--debug")
+        debug.statusCode shouldBe 1
+        debug.stderr shouldContain "\tat "
+    }
+
+    test("the compiled script is cached: a second run says 'cache hit' under --debug and still gets the launcher's defaults") {
+        val fresh = File(dir, "own-cache")
+        val text = script("cached.main.kts", "rdma { connect(peer); send(size = intParam(\"size\", 8)) }\n")
+        val first = rdmaRun(fresh).test(listOf("run", text.path, "--check", "--debug"))
+        first.stderr shouldContain "rdma-run: compiling cached.main.kts"
+        val second = rdmaRun(fresh).test(listOf("run", text.path, "--check", "--debug", "--set", "size=24"))
+        second.statusCode shouldBe 0
+        second.stderr shouldContain "compiled script cache hit: "
+        second.stderr shouldNotContain "rdma-run: compiling"
+        second.stdout shouldContain "send x1 on every QP by both sides, 24 B"
+        fresh.listFiles()!!.toList() shouldHaveSize 1 // one jar: the second run compiled nothing
+    }
+
+    // On a machine without RDMA (the build hosts) a real run fails at the device: the error and
+    // its hint, for one side and for both sides of --loopback. The VM suite covers real devices.
+    val noRdma = try {
+        DeviceList.open().use { it.devices().isEmpty() }
+    } catch (_: Throwable) {
+        true
+    }
+
+    test("a run that fails prints the cause and the hint, no stack trace, exit 1").config(enabled = noRdma) {
+        val port = ServerSocket(0).use { it.localPort }
+        val result = run(parameterized.path, "--listen", port.toString())
+        result.statusCode shouldBe 1
+        result.stderr.lines().first() shouldStartWith "rdma-run params.main.kts: "
+        result.stderr shouldContain "hint: "
+        result.stderr shouldNotContain "\tat "
+    }
+
+    test("--loopback runs both sides and reports each side's failure").config(enabled = noRdma) {
+        val json = File(dir, "loopback.json")
+        val result = run(parameterized.path, "--loopback", "--json", json.path)
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "loopback: server and client in this JVM"
+        result.stderr shouldContain "rdma-run params.main.kts (server): "
+        result.stderr shouldContain "rdma-run params.main.kts (client): "
+        json.exists() shouldBe false // no results, nothing to write
+    }
+})
+
+private inline fun withClue(what: String, result: CliktCommandTestResult, body: () -> Unit) =
+    io.kotest.assertions.withClue("$what\nstdout: ${result.stdout}\nstderr: ${result.stderr}") { body() }
