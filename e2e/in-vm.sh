@@ -17,11 +17,13 @@ set -uo pipefail
 
 root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
+# shellcheck source=e2e/lib.sh
+. "$root/e2e/lib.sh"
 
 DEV=${SOFTROCE_DEV:-rxe0}
 IP=${SOFTROCE_IP:-10.77.0.1}
 GIDX=${SOFTROCE_GID_INDEX:-1}
-JAVA=${E2E_JAVA:-/usr/lib/jvm/temurin-25-jdk-amd64/bin/java}
+JAVA=$(e2e_java) || exit 2
 RDMA_RUN="$root/bin/rdma-run"
 LOGS=${E2E_LOG_DIR:-$root/target/e2e}
 # Per-process bound (seconds). ibv_rc_pingpong's 1000 round trips take 0.3-8 s in the VM; the
@@ -34,16 +36,12 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-90}
 : "${RDMA_RUN_JAVA_OPTS=-XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
 export RDMA_RUN_JAVA_OPTS
 
-CASES=(runtime_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer
+CASES=(runtime_device_tests dsl_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer
        script_multi_qp script_pingpong_lat script_write_bw script_read_lat script_atomics script_loopback
        script_progress script_peer_killed script_interrupted)
 
-rm -rf "$LOGS" && mkdir -p "$LOGS" || { echo "cannot create log dir $LOGS"; exit 2; }
-
 # ---- helpers ----
 
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # "pd N cq N qp N mr N" of $DEV from `rdma resource show`, e.g. "pd 1 cq 1 qp 1 mr 0".
 resources() {
@@ -54,62 +52,6 @@ resources() {
       printf "pd %s cq %s qp %s mr %s\n", v["pd"], v["cq"], v["qp"], v["mr"]
       exit
     }'
-}
-
-# Java command line for the runtime-level samples: compiled classes plus the classpath Maven
-# wrote at build time (samples/pom.xml, maven-dependency-plugin build-classpath).
-sample_java() {
-  local cpfile="$root/samples/target/classpath.txt"
-  if [ ! -f "$cpfile" ] || [ ! -d "$root/samples/target/classes" ]; then
-    echo "samples not built: $cpfile missing (run ./mvnw -DskipTests package on the host)" >&2
-    return 1
-  fi
-  # Serial GC and C1 only: in the VM (TCG, 2 vCPUs, two JVMs at once) they halve the start-up,
-  # mostly the binding of the FFM downcalls; these samples are functional tests, not benchmarks.
-  echo "$JAVA --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp $root/samples/target/classes:$(cat "$cpfile")"
-}
-
-# start NAME CMD...: runs CMD in the background under timeout, output to $case_dir/NAME.log;
-# sets pid_NAME.
-start() {
-  local name=$1; shift
-  echo "+ $*" >"$case_dir/$name.log"
-  timeout -k 5 "$PROC_TIMEOUT" "$@" >>"$case_dir/$name.log" 2>&1 &
-  printf -v "pid_$name" '%s' "$!"
-}
-
-# finish NAME: waits for it; sets rc_NAME and records it in the log.
-finish() {
-  local name=$1 pidvar="pid_$1" rc
-  wait "${!pidvar}"
-  rc=$?
-  printf -v "rc_$name" '%s' "$rc"
-  echo "[exit status $rc$([ "$rc" = 124 ] && echo ": killed by timeout after ${PROC_TIMEOUT} s")]" >>"$case_dir/$name.log"
-}
-
-# run NAME CMD...: start + finish.
-run() {
-  local name=$1
-  start "$@"
-  finish "$name"
-}
-
-# wait_listen PORT NAME: until something listens on TCP PORT; fails early if NAME's process
-# exits first (it failed to start), and after LISTEN_TIMEOUT s.
-wait_listen() {
-  local port=$1 name=$2 pidvar="pid_$2" t0=$SECONDS
-  while :; do
-    if [ -n "$(ss -ltnH "sport = :$port" 2>/dev/null)" ]; then return 0; fi
-    if ! kill -0 "${!pidvar}" 2>/dev/null; then
-      why="$name exited before listening on TCP port $port"
-      return 1
-    fi
-    if [ $((SECONDS - t0)) -ge "$LISTEN_TIMEOUT" ]; then
-      why="$name did not listen on TCP port $port within $LISTEN_TIMEOUT s"
-      return 1
-    fi
-    sleep 0.2
-  done
 }
 
 # released NAME: waits (bounded by the process's life) until NAME, a MultiQpRuntime run with
@@ -141,79 +83,14 @@ released() {
   echo "$name (pid $jpid): no verbs objects left after close" >>"$case_dir/checks.log"
 }
 
-# Kill what a failed case left running (only our own background jobs).
-reap() {
-  local p
-  for p in $(jobs -p); do kill -- "$p" 2>/dev/null; done
-  wait 2>/dev/null
-}
-
-# expect_rc NAME WANT: fails the case (sets why) unless NAME exited with WANT.
-expect_rc() {
-  local rcvar="rc_$1"
-  if [ "${!rcvar}" != "$2" ]; then
-    why="${why:+$why; }$1 exited with ${!rcvar}, expected $2"
-    return 1
-  fi
-}
-
-# expect_log NAME TEXT: fails the case unless NAME's log contains TEXT (fixed string).
-expect_log() {
-  if ! grep -qF -- "$2" "$case_dir/$1.log"; then
-    why="${why:+$why; }$1 did not print '$2'"
-    return 1
-  fi
-}
-
-# expect_no_log NAME TEXT: fails the case if NAME's log contains TEXT (fixed string).
-expect_no_log() {
-  if grep -qF -- "$2" "$case_dir/$1.log"; then
-    why="${why:+$why; }$1 printed '$2'"
-    return 1
-  fi
-}
-
-# wait_log NAME TEXT: until NAME's log contains TEXT; fails if NAME exits first or after PROC_TIMEOUT s.
-wait_log() {
-  local name=$1 text=$2 pidvar="pid_$1" t0=$SECONDS
-  until grep -qF -- "$text" "$case_dir/$name.log"; do
-    if ! kill -0 "${!pidvar}" 2>/dev/null || [ $((SECONDS - t0)) -ge "$PROC_TIMEOUT" ]; then
-      why="${why:+$why; }$name never printed '$text'"
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
-# java_pid NAME: the JVM of NAME, a `timeout ... bin/rdma-run` started by start (bin/rdma-run execs java).
-java_pid() {
-  local pidvar="pid_$1"
-  pgrep -P "${!pidvar}" | head -n 1
-}
-
-# note TEXT: a line printed under the case's PASS line (numbers worth seeing in the summary).
-note() {
-  echo "$*" >>"$case_dir/notes"
-}
-
-passed=0
-failed=0
-
-run_case() {
-  local name=$1 before after t0 ok=1 i
-  case_dir="$LOGS/$name"
-  mkdir -p "$case_dir"
-  why=
+# Around every case: the device's verbs object counts must be what they were (no leak).
+before_case() {
   before=$(resources)
-  t0=$(now)
-  if [ -z "$before" ]; then
-    failed=$((failed + 1))
-    echo "FAIL $name: cannot read the resource counts of $DEV (rdma resource show)"
-    return
-  fi
-  echo "--- $name"
-  "case_$name" || ok=0
-  reap
+  [ -n "$before" ] || { why="cannot read the resource counts of $DEV (rdma resource show)"; return 1; }
+}
+
+after_case() {
+  local i
   # Verbs objects are released when a process exits; give the kernel a moment if it lags.
   after=$(resources)
   for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -222,45 +99,60 @@ run_case() {
     after=$(resources)
   done
   if [ "$after" != "$before" ]; then
-    ok=0
     why="${why:+$why; }rdma resources of $DEV changed: before '$before', after '$after' (leak)"
+    return 1
   fi
-  if [ "$ok" = 1 ]; then
-    passed=$((passed + 1))
-    echo "PASS $name ($(elapsed "$t0") s; $DEV resources before and after: $after)"
-    [ -f "$case_dir/notes" ] && sed 's/^/    /' "$case_dir/notes"
-  else
-    failed=$((failed + 1))
-    echo "FAIL $name ($(elapsed "$t0") s): ${why:-the case failed}"
-    local f
-    for f in "$case_dir"/*.log; do
-      [ -f "$f" ] || continue
-      echo "    ---- $(basename "$f")"
-      sed 's/^/    | /' "$f" | tail -n 60
-    done
-  fi
+  case_note="$DEV resources before and after: $after"
+}
+
+suite_header() {
+  echo "e2e in the Soft-RoCE VM: device $DEV, IP $IP, GID index $GIDX, kernel $(uname -r), $(nproc) vCPUs, build in $root"
+  echo "$DEV resources at start: $(resources)"
+  [ -x "$RDMA_RUN" ] || echo "note: $RDMA_RUN is missing: the rdma-run cases will fail"
+  [ -f "$root/scripts/target/rdma-run.jar" ] || echo "note: scripts/target/rdma-run.jar is not built: the rdma-run cases will fail"
 }
 
 # ---- cases ----
 
-# The runtime's device tests (JUnit, @Tag("rdma")): state machine, send/recv/imm, RNR and flush,
-# WRITE/READ/atomics and access errors, close order, and the dispatcher in every idle mode with
-# its allocation check. RDMA_RUN_REQUIRE_DEVICE=1 turns "no device" into a failure, not a skip.
-# Default JVM flags here (C2): the allocation check relies on the optimizing compiler.
-case_runtime_device_tests() {
-  local t="$root/runtime/target" cp
+# JVM flags of the device specs in the VM. Single-tier C2: under multi-threaded TCG the tiered
+# JIT's patching of a C1 method's entry (made not entrant when its C2 version arrives) while
+# another vCPU runs it was seen to crash the JVM (SIGILL/SIGSEGV a few bytes into C1 code, 3 runs
+# of 6); C2 alone never did (0 of 4). C2 is also what the allocation checks rely on.
+SPEC_JVM_FLAGS=(--enable-native-access=ALL-UNNAMED -XX:-TieredCompilation)
+
+# device_specs MODULE JUNIT-SELECTION...: a module's compiled specs (target/test-classes) through
+# the JUnit console launcher the build left in target/vm-tests, on $DEV. RDMA_RUN_REQUIRE_DEVICE=1
+# turns "no device" into a failure, never a skip; at least one test must run, none may fail or skip.
+device_specs() {
+  local module=$1 t="$root/$1/target" cp; shift
   if [ ! -f "$t/vm-tests/junit-platform-console-standalone.jar" ] || [ ! -d "$t/test-classes" ]; then
-    why="runtime tests not built ($t/vm-tests, $t/test-classes): run ./mvnw package on the host"
+    why="$module specs not built ($t/vm-tests, $t/test-classes): run ./mvnw package on the host"
     return 1
   fi
-  # The console launcher brings its own JUnit: keep only the runtime's other dependencies.
-  cp="$t/classes:$t/test-classes:$(tr ':' '\n' <"$t/vm-tests/classpath.txt" | grep -v -e /org/junit/ -e /opentest4j/ -e /apiguardian/ | paste -sd:)"
-  run junit env RDMA_RUN_REQUIRE_DEVICE=1 RDMA_TEST_DEVICE="$DEV" "$JAVA" --enable-native-access=ALL-UNNAMED \
+  # The console launcher brings its own JUnit; the modules come from this build ($root), not
+  # from the checkout the classpath file names.
+  cp="$t/classes:$t/test-classes:$root/runtime/target/classes:$(tr ':' '\n' <"$t/vm-tests/classpath.txt" \
+    | grep -v -e /org/junit/ -e /opentest4j/ -e /apiguardian/ -e /runtime/target/ | paste -sd:)"
+  run junit env RDMA_RUN_REQUIRE_DEVICE=1 RDMA_TEST_DEVICE="$DEV" "$JAVA" "${SPEC_JVM_FLAGS[@]}" \
     -jar "$t/vm-tests/junit-platform-console-standalone.jar" execute --disable-banner --disable-ansi-colors \
-    --details=tree -cp "$cp" --scan-classpath "$t/test-classes" --include-tag rdma --fail-if-no-tests
+    --details=tree -cp "$cp" "$@" --fail-if-no-tests
   expect_rc junit 0 || return 1
-  grep -qE '\[ +0 tests failed' "$case_dir/junit.log" || { why="device tests failed"; return 1; }
-  grep -qE '\[ +0 tests skipped' "$case_dir/junit.log" || { why="device tests were skipped"; return 1; }
+  grep -qE '\[ +0 tests failed' "$case_dir/junit.log" || { why="$module device specs failed"; return 1; }
+  grep -qE '\[ +0 tests skipped' "$case_dir/junit.log" || { why="$module device specs were skipped"; return 1; }
+  note "$(grep -E 'tests successful' "$case_dir/junit.log" | tr -s ' []' ' ' | sed 's/^ //')"
+}
+
+# The runtime's conformance suite on the native provider (JUnit, @Tag("rdma")): the same cases
+# soft0 passes in every build (state machine, send/recv/imm, RNR and flush, WRITE/READ/atomics
+# and access errors, close order), and the dispatcher in every idle mode with its allocation check.
+case_runtime_device_tests() {
+  device_specs runtime --scan-classpath "$root/runtime/target/test-classes" --include-tag rdma
+}
+
+# The DSL's scenario specs (kotest) on $DEV: every operation kind, credits under rnr_retry 0 in
+# each completion mode, a failure on one side. The same spec runs on soft0 in every build.
+case_dsl_device_tests() {
+  device_specs dsl --select-class dev.rdmarun.dsl.DeviceScenarioSpec
 }
 
 # a. `rdma-run devices` lists the device like ibv_devices: its name and node GUID.
@@ -564,29 +456,9 @@ case_script_interrupted() {
 
 # ---- main ----
 
-selected=("$@")
-[ ${#selected[@]} -eq 0 ] && selected=("${CASES[@]}")
-for c in "${selected[@]}"; do
-  if ! declare -F "case_$c" >/dev/null; then
-    echo "unknown case '$c'; cases: ${CASES[*]}"
-    exit 2
-  fi
-done
-
-echo "e2e in the Soft-RoCE VM: device $DEV, IP $IP, GID index $GIDX, kernel $(uname -r), $(nproc) vCPUs, build in $root"
-echo "$DEV resources at start: $(resources)"
-[ -x "$RDMA_RUN" ] || echo "note: $RDMA_RUN is missing: the rdma-run cases will fail"
-[ -f "$root/scripts/target/rdma-run.jar" ] || echo "note: scripts/target/rdma-run.jar is not built: the rdma-run cases will fail"
-t_all=$(now)
-for c in "${selected[@]}"; do run_case "$c"; done
-echo "e2e done in $(elapsed "$t_all") s; logs in $LOGS"
-if [ $((passed + failed)) -ne ${#selected[@]} ]; then
-  # A case that crashed the shell's loop (a bug in this script) must not look like success.
-  echo "FAIL: only $((passed + failed)) of ${#selected[@]} cases reported a result"
-  failed=$((${#selected[@]} - passed))
-fi
-echo "$passed passed, $failed failed" | tee "$LOGS/summary.txt"
+run_cases "$@"
+rc=$?
 # The VM powers off right after this script: give the serial console time to drain its last
 # lines (they were seen to be cut off). softroce-e2e.sh also reprints summary.txt.
 sleep 1
-[ "$failed" -eq 0 ]
+exit $rc

@@ -7,6 +7,7 @@
 #   e2e/softroce-e2e.sh multiqp          some cases (names: see CASES in e2e/in-vm.sh)
 #
 # Environment: SOFTROCE_VM (default ../shared/softroce/softroce-vm.sh next to the checkout),
+# E2E_VM_CPUS (guest vCPUs, default 1: see below),
 # E2E_VM_TIMEOUT (seconds for the whole VM run, default 2700), E2E_PROC_TIMEOUT and
 # E2E_LISTEN_TIMEOUT (per process / per server start, passed into the VM), E2E_SCRIPT_TIMEOUT
 # (--timeout of the scenario-script cases, default 90s),
@@ -22,6 +23,11 @@ cd "$root"
 
 vm=${SOFTROCE_VM:-$(dirname -- "$root")/shared/softroce/softroce-vm.sh}
 vm_timeout=${E2E_VM_TIMEOUT:-2700}
+# One vCPU: with two, QEMU's multi-threaded TCG occasionally runs JIT code that another vCPU is
+# patching (nmethod entry barriers, tier transitions) and the guest JVM dies with SIGSEGV/SIGILL
+# a few bytes into a compiled method (seen in C1-only and tiered JVMs, about one JVM in 20-30).
+# A single vCPU has no such race.
+vm_cpus=${E2E_VM_CPUS:-1}
 
 if [ ! -x "$vm" ]; then
   echo "softroce-e2e: the Soft-RoCE VM script $vm is missing: set SOFTROCE_VM" >&2
@@ -47,9 +53,11 @@ if [ -f scripts/target/rdma-run.jar ]; then
   [ -d scripts/target/lib ] && cp -a scripts/target/lib "$snap/scripts/target/"
 fi
 cp -a samples/target/classes "$snap/samples/target/"
-mkdir -p "$snap/runtime/target"
-for d in classes test-classes vm-tests; do
-  [ -d "runtime/target/$d" ] && cp -a "runtime/target/$d" "$snap/runtime/target/"
+for module in runtime dsl; do  # their compiled specs, run in the VM on rxe0
+  mkdir -p "$snap/$module/target"
+  for d in classes test-classes vm-tests; do
+    [ -d "$module/target/$d" ] && cp -a "$module/target/$d" "$snap/$module/target/"
+  done
 done
 cp_entries=()
 IFS=: read -r -a deps <samples/target/classpath.txt || true  # no trailing newline: status 1
@@ -90,7 +98,7 @@ done
 echo "softroce-e2e: starting the Soft-RoCE VM (timeout ${vm_timeout} s; running a snapshot of the build in $snap)"
 start=$SECONDS
 set +e
-"$vm" -C -t "$vm_timeout" "${env_args[@]}" -- bash "$snap/e2e/in-vm.sh" "$@"
+"$vm" -C -c "$vm_cpus" -t "$vm_timeout" "${env_args[@]}" -- bash "$snap/e2e/in-vm.sh" "$@"
 rc=$?
 set -e
 echo "softroce-e2e: VM run took $((SECONDS - start)) s, exit status $rc"

@@ -23,6 +23,7 @@ import dev.rdmarun.dsl.ScenarioMonitor
 import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.dsl.SettingsOverrides
 import dev.rdmarun.dsl.describeFailure
+import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.scripts.host.ScenarioScriptHost
 import dev.rdmarun.scripts.host.ScriptCompilationException
 import dev.rdmarun.scripts.host.ScriptFailedException
@@ -181,11 +182,18 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         lateinit var thread: Thread
     }
 
+    /** The device a scenario that names none runs on, said so that nobody mistakes the emulation for RDMA hardware. */
+    private fun defaultDevice(): String = DeviceList.open().use { list ->
+        val d = list.defaultDevice()
+        if (d.isSoftware()) "${d.name()} (rdma-run's software emulation: this machine has no RDMA device)"
+        else "${d.name()} (the first RDMA device)"
+    }
+
     private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
         val port = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
             .map { LoopbackSide(it, runningNote(it.role.label)) }
-        say("rdma-run ${script.name}: loopback: server and client in this JVM on ${device ?: "the first RDMA device"}, " +
+        say("rdma-run ${script.name}: loopback: server and client in this JVM on ${device ?: defaultDevice()}, " +
             "control connection over 127.0.0.1:$port", err = true)
         withProgress(sides.map { it.label to it.monitor }) {
             for (side in sides) {

@@ -2,7 +2,7 @@ package dev.rdmarun.scripts
 
 import com.github.ajalt.clikt.testing.CliktCommandTestResult
 import com.github.ajalt.clikt.testing.test
-import dev.rdmarun.runtime.DeviceList
+import dev.rdmarun.runtime.soft.SoftDevice
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.collections.shouldHaveSize
@@ -183,31 +183,38 @@ class ScenarioCommandSpec : FunSpec({
         fresh.listFiles()!!.toList() shouldHaveSize 1 // one jar: the second run compiled nothing
     }
 
-    // On a machine without RDMA (the build hosts) a real run fails at the device: the error and
-    // its hint, for one side and for both sides of --loopback. The VM suite covers real devices.
-    val noRdma = try {
-        DeviceList.open().use { it.devices().isEmpty() }
-    } catch (_: Throwable) {
-        true
-    }
-
-    test("a run that fails prints the cause and the hint, no stack trace, exit 1").config(enabled = noRdma) {
+    test("a run that fails prints the cause and the hint, no stack trace, exit 1") {
         val port = ServerSocket(0).use { it.localPort }
-        val result = run(parameterized.path, "--listen", port.toString())
+        val result = run(parameterized.path, "--listen", port.toString(), "-d", "nosuch0")
         result.statusCode shouldBe 1
-        result.stderr.lines().first() shouldStartWith "rdma-run params.main.kts: "
-        result.stderr shouldContain "hint: "
+        result.stderr.lines().first() shouldStartWith "rdma-run params.main.kts: no RDMA device named 'nosuch0'"
+        result.stderr shouldContain SoftDevice.NAME // the devices there are
         result.stderr shouldNotContain "\tat "
     }
 
-    test("--loopback runs both sides and reports each side's failure").config(enabled = noRdma) {
+    test("--loopback runs both sides and reports each side's failure") {
         val json = File(dir, "loopback.json")
-        val result = run(parameterized.path, "--loopback", "--json", json.path)
+        val result = run(parameterized.path, "--loopback", "-d", "nosuch0", "--json", json.path)
         result.statusCode shouldBe 1
-        result.stderr shouldContain "loopback: server and client in this JVM"
-        result.stderr shouldContain "rdma-run params.main.kts (server): "
-        result.stderr shouldContain "rdma-run params.main.kts (client): "
+        result.stderr shouldContain "loopback: server and client in this JVM on nosuch0"
+        result.stderr shouldContain "rdma-run params.main.kts (server): no RDMA device named 'nosuch0'"
+        result.stderr shouldContain "rdma-run params.main.kts (client): no RDMA device named 'nosuch0'"
         json.exists() shouldBe false // no results, nothing to write
+    }
+
+    // The launcher on the software provider: every sample, both peers in this JVM, data checked by the samples.
+    for (sample in samples) {
+        test("${sample.name} --loopback on soft0: both sides succeed and report their traffic") {
+            val json = File(dir, sample.name + ".json")
+            val result = run(sample.path, "--loopback", "-d", SoftDevice.NAME, "--json", json.path)
+            withClue(sample.name, result) {
+                result.statusCode shouldBe 0
+                result.stdout shouldContain "loopback on soft0: server and client succeeded"
+                result.stdout shouldContain "server on soft0"
+                result.stdout shouldContain "client on soft0"
+                json.readText() shouldContain "\"device\": \"soft0\""
+            }
+        }
     }
 })
 

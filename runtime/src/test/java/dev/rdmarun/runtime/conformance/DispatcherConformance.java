@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rdmarun.runtime.Access;
-import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.IdleMode;
 import dev.rdmarun.runtime.MemoryRegion;
 import dev.rdmarun.runtime.PendingOperation;
@@ -21,8 +20,6 @@ import java.util.EnumSet;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -31,21 +28,8 @@ import org.junit.jupiter.params.provider.EnumSource;
  * The dispatcher completing real work in each idle mode (EVENT sleeps on the provider's completion
  * channel), and its data path allocating nothing, on every provider (see {@link VerbsConformance}).
  */
-abstract class DispatcherConformance {
+abstract class DispatcherConformance extends OnDevice {
     private static final int ROUNDS = 8000;
-    private Context context;
-
-    protected abstract Context openContext();
-
-    @BeforeEach
-    void open() {
-        context = openContext();
-    }
-
-    @AfterEach
-    void close() {
-        if (context != null) context.close();
-    }
 
     /**
      * Ping-pong between two loopback QPs driven entirely by completions on the dispatcher thread:

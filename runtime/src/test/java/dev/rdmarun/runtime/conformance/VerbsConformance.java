@@ -10,7 +10,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.AddressVector;
 import dev.rdmarun.runtime.CompletionQueue;
-import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.GidEntry;
 import dev.rdmarun.runtime.GidType;
 import dev.rdmarun.runtime.MemoryRegion;
@@ -37,8 +36,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.function.Consumer;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -48,24 +45,10 @@ import org.junit.jupiter.api.Test;
  * choice (rxe's, for instance, of the status a receive gets when a message does not fit), the
  * software provider was made to choose as rxe does, and the case pins that down.
  */
-abstract class VerbsConformance {
+abstract class VerbsConformance extends OnDevice {
     static final int EINVAL = 22;
     private static final long POLL_LIMIT_NANOS = 30_000_000_000L;
     private static final Set<Access> ALL_REMOTE = EnumSet.of(Access.REMOTE_WRITE, Access.REMOTE_READ, Access.REMOTE_ATOMIC);
-    protected Context context;
-
-    /** The context the cases run on (or a skipped test where the device is missing). */
-    protected abstract Context openContext();
-
-    @BeforeEach
-    void open() {
-        context = openContext();
-    }
-
-    @AfterEach
-    void close() {
-        if (context != null) context.close();
-    }
 
     /** One completion as the cases compare them. */
     record Completion(long wrId, WcStatus status, WcOpcode opcode, int byteLength, Integer immediate, int qpNum) {}

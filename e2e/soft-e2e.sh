@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# End-to-end cases on the software provider soft0, on this host (no RDMA needed): every case
+# runs its peers as separate processes, which talk over soft0's TCP transport exactly as two
+# machines without RDMA would. Run after the build (./mvnw -DskipTests package):
+#
+#   e2e/soft-e2e.sh              all cases
+#   e2e/soft-e2e.sh pingpong     only the cases named (see CASES)
+#
+# Every case prints "PASS name" or "FAIL name: why" (with its processes' logs); the last line is
+# "N passed, M failed"; the exit status is non-zero if any failed. Every process runs under
+# `timeout`, so nothing here can hang. Logs: target/soft-e2e/<case>/*.log.
+set -uo pipefail
+
+root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 2
+# shellcheck source=e2e/lib.sh
+. "$root/e2e/lib.sh"
+
+LOGS=${SOFT_E2E_LOG_DIR:-$root/target/soft-e2e}
+PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
+LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
+RDMA_RUN="$root/bin/rdma-run"
+DEV=soft0
+CASES=(devices pingpong multiqp script_multi_qp script_peer_killed)
+
+# `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
+# no RDMA device) exits 1 with one line saying why.
+case_devices() {
+  run devices "$RDMA_RUN" devices
+  grep -q "^    soft0 .*software emulation" "$case_dir/devices.log" || { why="soft0 is not listed as software emulation"; return 1; }
+  if rdma_kernel_devices_present; then expect_rc devices 0; else expect_rc devices 1; fi
+}
+
+# rdma-run pingpong between two processes on soft0 (its TCP transport), 500 round trips.
+case_pingpong() {
+  local port=18741 ok=0
+  start server "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 500 --peer-timeout 60
+  wait_listen "$port" server || return 1
+  run client "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 500 --peer-timeout 60 127.0.0.1
+  finish server
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+    expect_log "$side" "500 iters in" || ok=1
+  done
+  return $ok
+}
+
+# The seeds' multi-QP flow at the runtime level, two processes: 4 RC QPs on one shared CQ each.
+case_multiqp() {
+  local port=18742 java ok=0 side
+  java=$(sample_java) || { why="samples not built"; return 1; }
+  # shellcheck disable=SC2086 # $java is a command line on purpose
+  start server $java dev.rdmarun.samples.MultiQpRuntime --listen "$port" -d "$DEV" -q 4
+  wait_listen "$port" server || return 1
+  # shellcheck disable=SC2086
+  run client $java dev.rdmarun.samples.MultiQpRuntime --connect "127.0.0.1:$port" -d "$DEV" -q 4
+  finish server
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+    expect_log "$side" "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
+  done
+  return $ok
+}
+
+# The seeds' scenario as a script, two bin/rdma-run processes on soft0.
+case_script_multi_qp() {
+  local port=18743 ok=0 side
+  local args=("$root/samples/multi-qp.main.kts" -d "$DEV" --timeout 60s)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+  finish server
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+    expect_log "$side" "multi-qp: 4 QPs, one message each way, every payload verified" || ok=1
+    expect_log "$side" "$side on soft0" || ok=1
+  done
+  return $ok
+}
+
+# A client killed (SIGKILL) in the middle of write-bw: the server notices the lost control
+# connection and exits 1 with that sentence, long before its --timeout.
+case_script_peer_killed() {
+  local port=18744 ok=0
+  local args=("$root/samples/write-bw.main.kts" -d "$DEV" --timeout 60s --set seconds=120)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+  wait_log client "connected, running the scenario" || return 1
+  kill -KILL "$(java_pid client)"
+  finish client
+  finish server
+  expect_rc server 1 || ok=1
+  expect_log server "the client closed the control connection in the middle of the scenario" || ok=1
+  return $ok
+}
+
+run_cases "$@"
