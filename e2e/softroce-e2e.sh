@@ -50,6 +50,8 @@ cp -a bin e2e "$snap/"
 cp -a samples/*.main.kts "$snap/samples/"
 if [ -f scripts/target/rdma-run.jar ]; then
   cp -a scripts/target/rdma-run.jar "$snap/scripts/target/"
+  # The launcher's AOT cache: it accepts the copy (same jars, same relative paths, same JDK).
+  [ -f scripts/target/rdma-run.aot ] && cp -a scripts/target/rdma-run.aot "$snap/scripts/target/"
   [ -d scripts/target/lib ] && cp -a scripts/target/lib "$snap/scripts/target/"
 fi
 cp -a samples/target/classes "$snap/samples/target/"

@@ -1,0 +1,33 @@
+// The AOT-cache training run of the build (see scripts/pom.xml): one short --loopback run on
+// soft0 that goes through every kind of operation, so that the classes a real run loads are the
+// ones the JVM finds pre-parsed and pre-linked in target/rdma-run.aot. Not a sample: it measures
+// nothing worth reading.
+@file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT")
+
+import dev.rdmarun.dsl.*
+
+rdma {
+    qps(2)
+    bufferSize(4096)
+    connect(peer)
+
+    forEachQp {
+        repeat(20) {
+            client { measure("send") { send(64) }; receive() }
+            server { receive(); sendWithImm(it, 64) }
+        }
+    }
+    barrier()
+    client {
+        forEachQp {
+            repeat(20) { postWrite(4096); if (outstanding >= 4) awaitCompletion() }
+            awaitAll()
+            writeWithImm(1, 64)
+            repeat(20) { measure("read") { read(64) } }
+            repeat(20) { fetchAndAdd(1) }
+            compareAndSwap(compare = 20, swap = 0)
+        }
+    }
+    server { forEachQp { receive() } }
+    barrier()
+}
