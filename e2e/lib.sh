@@ -38,7 +38,8 @@ start() {
 # finish NAME: waits for it; sets rc_NAME and records it in the log.
 finish() {
   local name=$1 pidvar="pid_$1" rc
-  wait "${!pidvar}"
+  # 2>/dev/null: bash's "Killed" job notice for a case that SIGKILLs a peer (the log says it).
+  wait "${!pidvar}" 2>/dev/null
   rc=$?
   printf -v "rc_$name" '%s' "$rc"
   echo "[exit status $rc$([ "$rc" = 124 ] && echo ": killed by timeout after ${PROC_TIMEOUT} s")]" >>"$case_dir/$name.log"
