@@ -223,15 +223,12 @@ case_multiqp() {
   wait_listen "$port" server || return 1
   # shellcheck disable=SC2086
   start client $java dev.rdmarun.samples.MultiQpRuntime --connect "$IP:$port" -d "$DEV" -g "$GIDX" -q 4 --hold 8
-  local ok=0 side
+  local ok=0
   released client || ok=1
   released server || ok=1
   finish client
   finish server
-  for side in server client; do
-    expect_rc "$side" 0 || ok=1
-    expect_log "$side" "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
-  done
+  expect_pair_ok "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
   return $ok
 }
 

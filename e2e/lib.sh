@@ -86,6 +86,16 @@ expect_rc() {
   fi
 }
 
+# expect_pair_ok TEXT: the processes named server and client both exited 0 and printed TEXT.
+expect_pair_ok() {
+  local side ok=0
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+    expect_log "$side" "$1" || ok=1
+  done
+  return $ok
+}
+
 # expect_log NAME TEXT: fails the case unless NAME's log contains TEXT (fixed string).
 expect_log() {
   if ! grep -qF -- "$2" "$case_dir/$1.log"; then

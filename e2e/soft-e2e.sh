@@ -38,16 +38,13 @@ case_pingpong() {
   wait_listen "$port" server || return 1
   run client "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 500 --peer-timeout 60 127.0.0.1
   finish server
-  for side in server client; do
-    expect_rc "$side" 0 || ok=1
-    expect_log "$side" "500 iters in" || ok=1
-  done
+  expect_pair_ok "500 iters in" || ok=1
   return $ok
 }
 
 # The seeds' multi-QP flow at the runtime level, two processes: 4 RC QPs on one shared CQ each.
 case_multiqp() {
-  local port=18742 java ok=0 side
+  local port=18742 java ok=0
   java=$(sample_java) || { why="samples not built"; return 1; }
   # shellcheck disable=SC2086 # $java is a command line on purpose
   start server $java dev.rdmarun.samples.MultiQpRuntime --listen "$port" -d "$DEV" -q 4
@@ -55,10 +52,7 @@ case_multiqp() {
   # shellcheck disable=SC2086
   run client $java dev.rdmarun.samples.MultiQpRuntime --connect "127.0.0.1:$port" -d "$DEV" -q 4
   finish server
-  for side in server client; do
-    expect_rc "$side" 0 || ok=1
-    expect_log "$side" "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
-  done
+  expect_pair_ok "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
   return $ok
 }
 
