@@ -49,19 +49,32 @@ sealed class Peer {
 
         /** "HOST", "HOST:PORT" or "[v6]:PORT" as a client peer. */
         fun parse(text: String): Peer {
+            val (host, portText) = splitHostPort(text) ?: throw IllegalArgumentException("not HOST[:PORT]: '$text'")
+            val port = if (portText == null) DEFAULT_PORT
+                else portText.toIntOrNull() ?: throw IllegalArgumentException("not HOST[:PORT]: '$text'")
+            return Connect(host, port)
+        }
+
+        /** "PORT", "ADDR:PORT" or "[v6]:PORT" as a listening peer: the port is required, 1..65535. */
+        fun parseListen(text: String): Listen {
+            val t = text.trim()
+            val (address, portText) = if (t.all(Char::isDigit)) null to t else splitHostPort(t) ?: (null to null)
+            val port = portText?.toIntOrNull()?.takeIf { it in 1..65535 }
+                ?: throw IllegalArgumentException("'$text' is not [ADDR:]PORT with a TCP port 1..65535")
+            return Listen(port, address?.takeIf { it.isNotEmpty() })
+        }
+
+        /** The host and port texts of "HOST", "HOST:PORT" or "[v6]:PORT" (port null when absent); null if malformed. */
+        private fun splitHostPort(text: String): Pair<String, String?>? {
             val t = text.trim()
             if (t.startsWith("[")) {
                 val end = t.indexOf(']')
-                require(end > 0) { "not HOST[:PORT]: '$text'" }
+                if (end <= 0) return null
                 val rest = t.substring(end + 1)
-                val port = if (rest.isEmpty()) DEFAULT_PORT else rest.removePrefix(":").toIntOrNull()
-                    ?: throw IllegalArgumentException("not HOST[:PORT]: '$text'")
-                return Connect(t.substring(1, end), port)
+                return t.substring(1, end) to if (rest.isEmpty()) null else rest.removePrefix(":")
             }
             val colon = t.lastIndexOf(':')
-            if (colon < 0) return Connect(t, DEFAULT_PORT)
-            val port = t.substring(colon + 1).toIntOrNull() ?: throw IllegalArgumentException("not HOST[:PORT]: '$text'")
-            return Connect(t.substring(0, colon), port)
+            return if (colon < 0) t to null else t.substring(0, colon) to t.substring(colon + 1)
         }
     }
 }

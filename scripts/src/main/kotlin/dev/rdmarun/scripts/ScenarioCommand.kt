@@ -63,7 +63,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val mode by mutuallyExclusiveOptions(
         option("--listen", metavar = "PORT|ADDR:PORT",
             help = "Be the server: wait for the client on this TCP port (perftest's is ${Peer.DEFAULT_PORT})")
-            .convert { text -> Mode.Side(usage { parseListen(text) }) },
+            .convert { text -> Mode.Side(usage { Peer.parseListen(text) }) },
         option("--peer", metavar = "HOST|HOST:PORT",
             help = "Be the client: connect to the server at HOST (TCP port ${Peer.DEFAULT_PORT} unless given)")
             .convert { text -> Mode.Side(usage { parsePeer(text) }) },
@@ -114,10 +114,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
         )
         val given = mode
+        val withPeer = options.copy(peer = (given as? Mode.Side)?.peer)
         when {
-            check -> check(host, compiled, options.copy(peer = (given as? Mode.Side)?.peer))
+            check -> check(host, compiled, withPeer)
             given == Mode.Loopback -> loopback(host, compiled, options)
-            else -> oneSide(host, compiled, options.copy(peer = (given as? Mode.Side)?.peer))
+            else -> oneSide(host, compiled, withPeer)
         }
     }
 
@@ -280,19 +281,6 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             } catch (e: IllegalArgumentException) {
                 fail(e.message ?: "invalid value")
             }
-
-        /** `PORT`, `ADDR:PORT` or `[V6ADDR]:PORT`. */
-        fun parseListen(text: String): Peer.Listen {
-            val t = text.trim()
-            val (address, portText) = when {
-                t.startsWith("[") && t.contains("]:") -> t.substring(1, t.indexOf("]:")) to t.substringAfter("]:")
-                t.contains(':') -> t.substringBeforeLast(':') to t.substringAfterLast(':')
-                else -> null to t
-            }
-            val port = portText.toIntOrNull()?.takeIf { it in 1..65535 }
-                ?: throw IllegalArgumentException("'$text' is not [ADDR:]PORT with a TCP port 1..65535")
-            return Peer.Listen(port, address?.takeIf { it.isNotEmpty() })
-        }
 
         /** `HOST` or `HOST:PORT` (`[V6ADDR]:PORT`); the port defaults to 18515. */
         fun parsePeer(text: String): Peer.Connect {
