@@ -59,7 +59,7 @@ class ScenarioScriptHost(private val cacheDir: File?) {
     private var outcome: CacheOutcome? = null
 
     /** The jar cache, observed: a miss means the compiler runs next, and a failed store only loses the cache entry. */
-    private inner class ObservedCache(dir: File) : CompiledJvmScriptsCache {
+    private inner class ObservedCache(private val dir: File) : CompiledJvmScriptsCache {
         private val jars = CompiledScriptJarsCache { source, _ -> File(dir, cacheKey(source) + ".jar") }
 
         override fun get(script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration): CompiledScript? {
@@ -74,7 +74,7 @@ class ScenarioScriptHost(private val cacheDir: File?) {
 
         override fun store(compiledScript: CompiledScript, script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration) {
             try {
-                cacheDir?.mkdirs()
+                dir.mkdirs()
                 jars.store(compiledScript, script, scriptCompilationConfiguration)
             } catch (e: Exception) {
                 outcome?.storeError = e
