@@ -1,13 +1,12 @@
-// atomics: RDMA fetch-and-add and compare-and-swap on the server's buffer, like ib_atomic_lat.
-// On every QP the client adds 1 to a 64-bit word of the server `iterations` times (each old
-// value must be the previous count), then swaps the count for 42 (the compare matches) and
-// tries to swap 7 for a stale count (it must not); the server checks its word ends at 42.
+// atomics: RDMA fetch-and-add and compare-and-swap, like ib_atomic_lat. Every QP of the client
+// adds 1 to ONE 64-bit word of the server (QP 0's buffer) `iterations` times, each add awaited and
+// its old value checked to be new; then the server checks that its word is qps x iterations.
 // The `fetch-and-add` line gives the latency percentiles of one atomic round trip.
 //
 //   server: bin/rdma-run samples/atomics.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/atomics.main.kts --peer 10.77.0.1 -d rxe0
 //   both in one JVM: bin/rdma-run samples/atomics.main.kts --loopback
-//   parameters: --set iterations=N (1000) --set qps=N (1)
+//   parameters: --set iterations=N (1000) --set qps=N (4)
 @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT") // IntelliJ resolves the DSL; rdma-run supplies it itself
 
 import dev.rdmarun.dsl.*
@@ -15,32 +14,42 @@ import java.lang.foreign.ValueLayout.JAVA_LONG
 
 rdma {
     val iterations = intParam("iterations", 1000)
-    qps(intParam("qps", 1))
+    val qps = intParam("qps", 4)
+    qps(qps)
     bufferSize(64)
+    if (isServer) remoteAccess(RemoteAccess.ATOMIC) // only the server's word is the target
     connect(peer)
 
-    forEachQp {
-        server { if (!planning) buffer().set(JAVA_LONG, 0, 0L) }
-    }
-    barrier() // the server's words are 0
+    qp(0) { if (isServer) buffer().set(JAVA_LONG, 0, 0L) }
+    barrier() // the server's word is 0
     client {
         forEachQp {
-            repeat(iterations) { i ->
-                val old = measure("fetch-and-add") { fetchAndAdd(1) }
-                if (!planning && old != i.toLong()) throw ScenarioException("QP $index: fetch-and-add $i returned $old, expected $i")
+            val seen = HashSet<Long>()
+            repeat(iterations) {
+                val old = measure("fetch-and-add") {
+                    fetchAndAdd(1, remoteQp = 0) // every QP targets QP 0's word
+                    awaitCompletion().value
+                }
+                if (!seen.add(old)) throw ScenarioException("QP $index: fetch-and-add returned $old twice")
             }
-            val swapped = compareAndSwap(compare = iterations.toLong(), swap = 42)
-            val stale = compareAndSwap(compare = iterations.toLong(), swap = 7)
-            if (!planning && (swapped != iterations.toLong() || stale != 42L)) {
-                throw ScenarioException("QP $index: compare-and-swap returned $swapped and $stale, expected $iterations and 42")
+        }
+        // The word is now qps x iterations: swap it for 42 once, and a stale compare must fail.
+        qp(0) {
+            val total = qps.toLong() * iterations
+            compareAndSwap(compare = total, swap = 42, remoteQp = 0)
+            val swapped = awaitCompletion().value
+            compareAndSwap(compare = total, swap = 7, remoteQp = 0)
+            val stale = awaitCompletion().value
+            if (swapped != total || stale != 42L) {
+                throw ScenarioException("compare-and-swap returned $swapped and $stale, expected $total and 42")
             }
         }
     }
     barrier() // the client's atomics are complete
-    server {
-        forEachQp {
+    qp(0) {
+        server {
             val word = buffer().get(JAVA_LONG, 0)
-            if (!planning && word != 42L) throw ScenarioException("QP $index: the server's word is $word after the atomics, expected 42")
+            if (word != 42L) throw ScenarioException("the server's word is $word after the atomics, expected 42")
         }
     }
 }

@@ -1,6 +1,8 @@
 // pingpong-lat: send/receive ping-pong latency on one RC QP, like ib_send_lat. The client sends
 // `size` bytes, the server answers with as many, `iterations` times after `warmup` unmeasured
-// rounds; the client's `rtt` line gives the round-trip percentiles (one-way is about half).
+// rounds; each side waits only for the peer's message (sends are inline when they fit and
+// selectively signaled, as perftest does). The client's `rtt` line gives the round-trip
+// percentiles; one way is half of it.
 //
 //   server: bin/rdma-run samples/pingpong-lat.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/pingpong-lat.main.kts --peer 10.77.0.1 -d rxe0
@@ -15,11 +17,13 @@ rdma {
     val iterations = intParam("iterations", 500)
     val warmup = intParam("warmup", 50)
     bufferSize(maxOf(size, 1))
+    inlineThreshold(minOf(size, 64))
+    signalEvery(16)
     connect(peer)
 
     qp(0) {
         repeat(warmup + iterations) { i ->
-            client {
+            if (isClient) {
                 if (i < warmup) {
                     send(size)
                     receive()
@@ -29,8 +33,7 @@ rdma {
                         receive()
                     }
                 }
-            }
-            server {
+            } else {
                 receive()
                 send(size)
             }

@@ -1,6 +1,7 @@
-// read-lat: RDMA READ latency, like ib_read_lat. The server fills its buffer; the client reads
-// `size` bytes of it `iterations` times after `warmup` unmeasured reads, one at a time; its
-// `read` line gives the percentiles (a READ is a full round trip), and it checks what it read.
+// read-lat: RDMA READ latency, like ib_read_lat. The server fills its buffer and lets the client
+// read it (remoteAccess(READ)); the client reads `size` bytes of it `iterations` times after
+// `warmup` unmeasured reads, one at a time; its `read` line gives the percentiles (a READ is a
+// full round trip), and it checks what it read.
 //
 //   server: bin/rdma-run samples/read-lat.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/read-lat.main.kts --peer 10.77.0.1 -d rxe0
@@ -16,23 +17,20 @@ rdma {
     val iterations = intParam("iterations", 1000)
     val warmup = intParam("warmup", 100)
     bufferSize(maxOf(size, 1))
+    if (isServer) remoteAccess(RemoteAccess.READ) // only the server's buffer is read
     connect(peer)
 
     fun pattern(i: Int) = (i * 7 + 3).toByte()
     qp(0) {
-        server {
-            if (!planning) for (i in 0 until size) buffer().set(JAVA_BYTE, i.toLong(), pattern(i))
-        }
+        if (isServer) for (i in 0 until size) buffer().set(JAVA_BYTE, i.toLong(), pattern(i))
     }
     barrier() // the server's buffer is filled
     qp(0) {
         client {
-            repeat(warmup) { read(size) }
-            repeat(iterations) { measure("read") { read(size) } }
-            if (!planning) {
-                val wrong = (0 until size).firstOrNull { buffer().get(JAVA_BYTE, it.toLong()) != pattern(it) }
-                if (wrong != null) throw ScenarioException("byte $wrong read from the server is not what the server wrote")
-            }
+            repeat(warmup) { read(size); awaitCompletion() }
+            repeat(iterations) { measure("read") { read(size); awaitCompletion() } }
+            val wrong = (0 until size).firstOrNull { buffer().get(JAVA_BYTE, it.toLong()) != pattern(it) }
+            if (wrong != null) throw ScenarioException("byte $wrong read from the server is not what the server wrote")
         }
     }
 }

@@ -9,23 +9,30 @@ import dev.rdmarun.dsl.*
 rdma {
     qps(2)
     bufferSize(4096)
+    remoteAccess(RemoteAccess.WRITE, RemoteAccess.READ, RemoteAccess.ATOMIC)
     connect(peer)
 
     forEachQp {
         repeat(20) {
-            client { measure("send") { send(64) }; receive() }
-            server { receive(); sendWithImm(it, 64) }
+            if (isClient) {
+                measure("send") { send(64); awaitCompletion() }
+                receive()
+            } else {
+                receive()
+                sendWithImm(it, 64)
+            }
         }
     }
     barrier()
     client {
         forEachQp {
-            repeat(20) { postWrite(4096); if (outstanding >= 4) awaitCompletion() }
+            repeat(20) { write(4096); if (outstanding >= 4) awaitCompletion() }
             awaitAll()
             writeWithImm(1, 64)
-            repeat(20) { measure("read") { read(64) } }
+            repeat(20) { measure("read") { read(64); awaitCompletion() } }
             repeat(20) { fetchAndAdd(1) }
             compareAndSwap(compare = 20, swap = 0)
+            awaitAll()
         }
     }
     server { forEachQp { receive() } }

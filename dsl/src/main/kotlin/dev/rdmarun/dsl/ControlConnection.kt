@@ -17,6 +17,7 @@ import java.net.UnknownHostException
 import java.util.concurrent.CancellationException
 import kotlin.time.Duration
 import kotlinx.coroutines.channels.Channel
+import kotlinx.coroutines.withTimeoutOrNull
 
 /**
  * The scenario's one TCP connection to its peer: the handshake ([handshake]), then, while the
@@ -65,7 +66,7 @@ internal class ControlConnection private constructor(
     /** Blocking read of the next frame (before [startWatching]); a Failure frame becomes a [PeerException]. */
     fun receive(waitingFor: String): Frame {
         val frame = FrameCodec.read(input, waitingFor)
-        if (frame is Failure) throw PeerException("the ${peerRole.label} failed: ${frame.message}")
+        if (frame is Failure) throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
         return frame
     }
 
@@ -102,7 +103,7 @@ internal class ControlConnection private constructor(
                     "(frames are 1..${FrameCodec.MAX_FRAME} bytes): it is not a compatible rdma-run, or the stream is corrupt")
             }
             remote = try {
-                expectHello(FrameCodec.decode(raw).also { if (it is Failure) throw PeerException("the client failed: ${it.message}") })
+                expectHello(FrameCodec.decode(raw).also { if (it is Failure) throw PeerException("the client failed: ${printable(it.message)}") })
             } catch (e: PeerException) {
                 trySend(Failure(e.message ?: "bad hello"))
                 throw e
@@ -120,18 +121,26 @@ internal class ControlConnection private constructor(
 
     /**
      * From now on a reader thread takes the frames: barriers and done frames go to [await],
-     * heartbeats just prove the peer alive; a Failure frame, a closed connection or silence
-     * longer than the timeout is reported once to [onLost]. Heartbeats go out every timeout/3.
+     * heartbeats go to [onHeartbeat] (they prove the peer alive and carry its progress); a Failure
+     * frame, a closed connection or silence longer than the timeout is reported once to [onLost].
+     * This side's heartbeats ([heartbeat] makes each) go out every quarter of the timeout, at
+     * least once a second.
      */
-    fun startWatching(onLost: (PeerException) -> Unit) {
+    fun startWatching(onLost: (PeerException) -> Unit, onHeartbeat: (Heartbeat) -> Unit, onFrame: (Frame) -> Unit, heartbeat: () -> Heartbeat) {
         reader = Thread.ofPlatform().daemon(true).name("rdma-run-control-reader").start {
             try {
                 while (!closing) {
                     val frame = FrameCodec.read(input, "the ${peerRole.label}'s next frame")
                     when (frame) {
-                        Heartbeat -> continue
-                        is Failure -> throw PeerException("the ${peerRole.label} failed: ${frame.message}")
-                        else -> inbox.trySend(frame)
+                        is Heartbeat -> {
+                            onHeartbeat(frame)
+                            continue
+                        }
+                        is Failure -> throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
+                        else -> {
+                            onFrame(frame)
+                            inbox.trySend(frame)
+                        }
                     }
                     // The peer closes right after its last frame: stop reading before that EOF.
                     if (frame == Done(2)) break
@@ -150,12 +159,12 @@ internal class ControlConnection private constructor(
                 }
             }
         }
-        val period = (timeout.inWholeMilliseconds / 3).coerceAtLeast(1)
-        heartbeat = Thread.ofPlatform().daemon(true).name("rdma-run-control-heartbeat").start {
+        val period = (timeout.inWholeMilliseconds / 4).coerceIn(1, 1000)
+        this.heartbeat = Thread.ofPlatform().daemon(true).name("rdma-run-control-heartbeat").start {
             try {
                 while (!closing) {
                     Thread.sleep(period)
-                    if (!closing) send(Heartbeat)
+                    if (!closing) send(heartbeat())
                 }
             } catch (_: InterruptedException) {
                 // closing
@@ -165,16 +174,24 @@ internal class ControlConnection private constructor(
         }
     }
 
-    /** Waits for [expected] as the peer's next frame; anything else means the scenarios differ. */
-    suspend fun await(expected: Frame, waitingFor: String) {
-        val frame = try {
-            inbox.receive()
-        } catch (e: PeerException) {
-            throw e
-        } catch (e: kotlinx.coroutines.channels.ClosedReceiveChannelException) {
-            throw PeerException("the control connection closed while this side waited for $waitingFor", e)
+    /**
+     * Waits for [expected] as the peer's next frame; anything else means the scenarios differ.
+     * [check] runs every 100 ms while it waits and ends the wait by throwing (a deadline).
+     */
+    suspend fun await(expected: Frame, waitingFor: String, check: () -> Unit) {
+        var frame: Frame? = null
+        while (frame == null) {
+            frame = try {
+                withTimeoutOrNull(100) { inbox.receive() }
+            } catch (e: PeerException) {
+                throw e
+            } catch (e: kotlinx.coroutines.channels.ClosedReceiveChannelException) {
+                throw PeerException("the control connection closed while this side waited for $waitingFor", e)
+            }
+            if (frame == null) check()
         }
         if (frame != expected) {
+            if (frame == Done(1)) throw PeerException("the ${peerRole.label} finished its scenario while this side waited for $waitingFor")
             throw PeerException("the ${peerRole.label} sent ${frameName(frame)} while this side waited for $waitingFor: the two sides run different scenarios")
         }
     }
@@ -196,7 +213,7 @@ internal class ControlConnection private constructor(
             is Done -> if (f.phase == 1) "its end of scenario" else "its final frame"
             is Hello -> "a hello"
             Ready -> "its ready signal"
-            Heartbeat -> "a heartbeat"
+            is Heartbeat -> "a heartbeat"
             is Failure -> "a failure report"
         }
 
@@ -251,5 +268,16 @@ internal class ControlConnection private constructor(
 
         /** A connection over an already connected socket (tests; launchers that accept themselves). */
         fun over(socket: Socket, timeout: Duration, peerRole: Role): ControlConnection = ControlConnection(socket, timeout, peerRole)
+    }
+}
+
+/** Peer text made safe for a terminal: control characters (escape sequences among them) become \uXXXX. */
+internal fun printable(text: String): String = buildString(text.length) {
+    for (c in text) {
+        if (c.isISOControl() || c in '\u2028'..'\u2029' || c == '\u200e' || c == '\u200f' || c in '\u202a'..'\u202e') {
+            append("\\u%04x".format(c.code))
+        } else {
+            append(c)
+        }
     }
 }

@@ -9,8 +9,8 @@ data class BufferInfo(val addr: Long, val rkey: Int, val length: Long)
 
 /**
  * One QP's half of the exchange: what the peer needs for INIT→RTR (qpn, psn, lid, gid, mtu) and
- * for addressing this side's memory: the data region (always; its access flags follow the plan),
- * and the credit word the peer writes its re-posted receive count to (only when this side sends).
+ * for addressing this side's memory: the data region (its access flags are this side's
+ * remoteAccess), and the credit word the peer writes its re-posted receive count to.
  */
 @Serializable
 data class QpInfo(
@@ -22,7 +22,7 @@ data class QpInfo(
     /** Active MTU of the port in bytes. */
     val mtu: Int,
     val buffer: BufferInfo,
-    val credit: BufferInfo? = null,
+    val credit: BufferInfo,
 )
 
 /** Frames of the control connection: JSON objects named by "type". */
@@ -47,6 +47,8 @@ data class Hello(
     val parameters: Map<String, String>,
     /** [ScenarioPlan.canonicalLines], to name the first difference when fingerprints differ. */
     val plan: List<String>,
+    /** What this side's remoteAccess lets the peer do to its data buffers. */
+    val access: Set<RemoteAccess> = emptySet(),
     val qps: List<QpInfo>,
 ) : Frame()
 
@@ -64,10 +66,22 @@ data class Barrier(val seq: Int) : Frame()
 @SerialName("done")
 data class Done(val phase: Int) : Frame()
 
-/** Liveness while the scenario runs, so a silent peer is noticed within the timeout. */
+/**
+ * Liveness and progress while the scenario runs: a silent peer is noticed within the timeout,
+ * and one that is alive but stuck is told apart from one that makes progress.
+ */
 @Serializable
 @SerialName("heartbeat")
-data object Heartbeat : Frame()
+data class Heartbeat(
+    /** Grows whenever the sender posts, completes or receives anything. */
+    val progress: Long = 0,
+    /** What the sender waits for now ("receive() on QP 0"), or null. */
+    val waiting: String? = null,
+    /** Messages waiting for a receive() on each of the sender's QPs. */
+    val messagesWaiting: List<Int> = emptyList(),
+    /** QPs whose inbox is full (the sender withholds credits for them). */
+    val inboxFull: List<Int> = emptyList(),
+) : Frame()
 
 /** The sender failed (or rejected the handshake) for this reason; it closes the connection next. */
 @Serializable

@@ -1,5 +1,6 @@
 package dev.rdmarun.dsl
 
+import dev.rdmarun.runtime.engine.QpStats
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Job
 
@@ -28,7 +29,7 @@ class ScenarioMonitor(
     private val onRunning: (() -> Unit)? = null,
 ) {
     @Volatile
-    private var counters: List<QpCounters> = emptyList()
+    private var counters: List<QpStats> = emptyList()
 
     @Volatile
     private var runningSince = 0L
@@ -49,10 +50,10 @@ class ScenarioMonitor(
         var operations = 0L
         var messages = 0L
         for (c in counters) {
-            sent += c.bytesSent
-            received += c.bytesReceived
-            operations += c.operations
-            messages += c.messagesReceived
+            sent += c.bytesSent()
+            received += c.bytesReceived()
+            operations += c.operations()
+            messages += c.messagesReceived()
         }
         return LiveTotals(System.nanoTime() - since, sent, received, operations, messages)
     }
@@ -72,7 +73,7 @@ class ScenarioMonitor(
         if (this.job === job) this.job = null
     }
 
-    internal fun running(perQp: List<QpCounters>) {
+    internal fun running(perQp: List<QpStats>) {
         counters = perQp
         runningSince = System.nanoTime()
         onRunning?.invoke()

@@ -11,26 +11,33 @@ import kotlinx.coroutines.runBlocking
 data class RdmaOptions(
     val parameters: Map<String, String> = emptyMap(),
     val overrides: SettingsOverrides = SettingsOverrides(),
-    /** Called with the validated plan before any device is touched (to print it, say). */
+    /** Called at `connect` with what it is about to create, after validation and before any device is touched. */
     val onPlan: ((ScenarioPlan) -> Unit)? = null,
     /** What the scenario reads as [ScenarioScope.peer] (a launcher's --listen/--peer); null: none given. */
     val peer: Peer? = null,
     /** Live totals and cancellation for a launcher (progress line, Ctrl-C). */
     val monitor: ScenarioMonitor? = null,
+    /**
+     * The script's text, or any string that identifies the scenario's code (a launcher passes the
+     * script file's text): its SHA-256 is part of the fingerprint, so two peers running different
+     * scripts are told so before anything runs. Null: only settings and parameters are compared.
+     */
+    val scenarioSource: String? = null,
 )
 
 /**
  * What a launcher sets before it evaluates a script, whose `rdma { }` takes no options: the
- * parameters and local overrides from its command line, `--check` ([planOnly]: `rdma { }` then
- * validates and reports the plan through [RdmaOptions.onPlan], touches no device and returns an
- * empty result) and where finished results go (`--json`, the results table).
+ * parameters and local overrides from its command line, `--check` ([checkOnly]: `rdma { }` then
+ * runs the script up to `connect`, reports there what it would create through
+ * [RdmaOptions.onPlan], touches no device and returns an empty result) and where finished
+ * results go (`--json`, the results table).
  *
  * The properties are application-wide values; a launcher sets its own for one evaluation with
  * [forThisThread], which wins on that thread (and threads it starts), so two scripts can run at
  * once in one JVM (`--loopback`: server and client).
  */
 object RdmaDefaults {
-    private class Launch(val options: RdmaOptions, val planOnly: Boolean, val onResult: ((ScenarioResult) -> Unit)?)
+    private class Launch(val options: RdmaOptions, val checkOnly: Boolean, val onResult: ((ScenarioResult) -> Unit)?)
 
     private val launch = InheritableThreadLocal<Launch?>()
 
@@ -38,7 +45,7 @@ object RdmaDefaults {
     private var globalOptions = RdmaOptions()
 
     @Volatile
-    private var globalPlanOnly = false
+    private var globalCheckOnly = false
 
     @Volatile
     private var globalOnResult: ((ScenarioResult) -> Unit)? = null
@@ -49,10 +56,10 @@ object RdmaDefaults {
             globalOptions = value
         }
 
-    var planOnly: Boolean
-        get() = launch.get()?.planOnly ?: globalPlanOnly
+    var checkOnly: Boolean
+        get() = launch.get()?.checkOnly ?: globalCheckOnly
         set(value) {
-            globalPlanOnly = value
+            globalCheckOnly = value
         }
 
     var onResult: ((ScenarioResult) -> Unit)?
@@ -65,9 +72,9 @@ object RdmaDefaults {
         }
 
     /** Runs [block] (a script evaluation) with these defaults on the calling thread instead of the application-wide ones. */
-    fun <T> forThisThread(options: RdmaOptions, planOnly: Boolean = false, onResult: ((ScenarioResult) -> Unit)? = null, block: () -> T): T {
+    fun <T> forThisThread(options: RdmaOptions, checkOnly: Boolean = false, onResult: ((ScenarioResult) -> Unit)? = null, block: () -> T): T {
         val previous = launch.get()
-        launch.set(Launch(options, planOnly, onResult))
+        launch.set(Launch(options, checkOnly, onResult))
         try {
             return block()
         } finally {
@@ -84,22 +91,25 @@ object RdmaDefaults {
  *     device("rxe0")
  *     qps(4)
  *     connect(peer)
- *     forEachQp { repeat(1000) { send(); receive() } }
+ *     forEachQp { repeat(1000) { send(); awaitCompletion() } }
  * }
  * println(result.table())
  * ```
  *
- * The block runs twice: a plan pass that records and validates the scenario before any device
- * is touched, then the run (see [CommonScope]). Failures are [ScenarioException]s (one sentence,
- * [ScenarioException.hint] when a likely fix is known) or the runtime's VerbsException.
+ * The block runs once, on the thread that polls the scenario's completion queues: settings, then
+ * `connect(peer)`, which validates them and connects, then operations that post for real. When the
+ * block returns, this side waits for its work to complete and for the peer to finish too.
+ * Failures are [ScenarioException]s (one sentence, [ScenarioException.hint] when a likely fix is
+ * known), [dev.rdmarun.runtime.engine.EngineException]s from an operation's call, or the
+ * runtime's VerbsException.
  */
 fun rdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
     runBlocking { runRdma(options, block) }
 
 /** [rdma] for coroutine callers: suspends instead of blocking; cancelling it tears the scenario down. */
 suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult {
-    // Read once, on the caller's thread: the rest may run on other threads.
-    val planOnly = RdmaDefaults.planOnly
+    // Read once, on the caller's thread: the rest runs on the scenario's own thread.
+    val checkOnly = RdmaDefaults.checkOnly
     val onResult = RdmaDefaults.onResult
     val monitor = options.monitor
     // Its own scope, so that the monitor's cancel() ends this scenario and nothing else of the caller.
@@ -107,43 +117,14 @@ suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: suspend 
         val job = coroutineContext.job
         monitor?.attach(job)
         try {
-            val plan = planOf(options, block, placeholderPeer = planOnly)
-            options.onPlan?.invoke(plan)
-            if (planOnly) {
-                ScenarioResult.empty(plan.peer?.role ?: Role.CLIENT, plan.settings.device ?: "(first device)", plan.settings.qps)
-            } else {
-                Session(plan, options).run(block)
-            }
+            Scenario(options, checkOnly).run(block)
         } finally {
             monitor?.detach(job)
         }
     }
-    onResult?.invoke(result)
+    if (!checkOnly) onResult?.invoke(result)
     return result
 }
-
-/**
- * Only the plan pass: the validated plan (QPs, buffers, access flags, operations) without
- * touching any device — what `rdma-run --check` prints. Without [RdmaOptions.peer], `peer` is a
- * placeholder here (the plan then shows no peer).
- */
-fun planScenario(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioPlan =
-    runBlocking { planOf(options, block, placeholderPeer = true) }
-
-internal suspend fun planOf(options: RdmaOptions, block: suspend ScenarioScope.() -> Unit, placeholderPeer: Boolean): ScenarioPlan {
-    val recorder = PlanRecorder(options.parameters, options.peer ?: if (placeholderPeer) PLACEHOLDER_PEER else null)
-    PlanningScenarioScope(recorder).block()
-    val plan = recorder.finish()
-    val effective = plan.copy(
-        settings = options.overrides.applyTo(plan.settings),
-        peer = plan.peer.takeUnless { it === PLACEHOLDER_PEER },
-    )
-    Validation.checkSettings(effective.settings)
-    return effective
-}
-
-/** `peer` in a plan-only pass that was given none (`rdma-run --check`); compared by identity. */
-private val PLACEHOLDER_PEER: Peer = Peer.Listen(Peer.DEFAULT_PORT)
 
 /** What reading `peer` says when neither a launcher nor the application gave one. */
 internal const val NO_PEER =

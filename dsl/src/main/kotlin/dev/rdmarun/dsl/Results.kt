@@ -3,6 +3,7 @@ package dev.rdmarun.dsl
 import java.util.Locale
 import kotlinx.serialization.Serializable
 import kotlinx.serialization.json.Json
+import dev.rdmarun.runtime.engine.QpStats
 import org.HdrHistogram.Histogram
 
 private val RESULT_JSON = Json { prettyPrint = true }
@@ -47,6 +48,8 @@ data class TrafficResult(
     val bytesReceived: Long,
     val operations: Long,
     val messagesReceived: Long,
+    /** Messages that arrived but no receive() took before this side finished. */
+    val messagesNotReceived: Long = 0,
     val sentGbps: Double,
     val receivedGbps: Double,
     val mpps: Double,
@@ -97,6 +100,9 @@ data class ScenarioResult(
             appendLine(String.format(Locale.ROOT, TABLE_ROW, t.qp?.toString() ?: "total", t.bytesSent, t.bytesReceived,
                 t.operations, t.messagesReceived, fixed(t.sentGbps, 3), fixed(t.receivedGbps, 3), fixed(t.mpps, 6), latency))
         }
+        if (total.messagesNotReceived > 0) {
+            appendLine(" ${total.messagesNotReceived} message${if (total.messagesNotReceived == 1L) "" else "s"} arrived that no receive() took")
+        }
         for ((name, l) in sections.toSortedMap()) {
             appendLine(String.format(Locale.ROOT, " %s[us]: %d samples, min %s, mean %s, p50 %s, p90 %s, p99 %s, p99.9 %s, max %s",
                 name, l.count, us(l.minNanos), fixed(l.meanNanos / 1000, 2), us(l.p50Nanos), us(l.p90Nanos), us(l.p99Nanos),
@@ -112,60 +118,67 @@ private fun us(ns: Long): String = fixed(ns / 1000.0, 2)
 
 private fun fixed(x: Double, decimals: Int): String = String.format(Locale.ROOT, "%.${decimals}f", x)
 
-/** Counters one QP updates on the dispatcher thread; turned into results when the run ends. */
-internal class QpCounters {
-    var bytesSent = 0L
-    var bytesReceived = 0L
-    var operations = 0L
-    var messagesReceived = 0L
-
-    /** Post-to-completion latency of signaled work requests; created on first use. */
-    var latency: Histogram? = null
-        private set
+/**
+ * One QP's results: the engine's counters ([stats]; none for an empty result) and the
+ * `measure(name) { }` sections, which only the DSL knows. Read when the run ends.
+ */
+internal class QpCounters(private val stats: QpStats? = null) {
     val sections = HashMap<String, Histogram>()
-
-    fun recordLatency(nanos: Long) {
-        val h = latency ?: Histogram(3).also { latency = it }
-        h.recordValue(nanos.coerceAtLeast(0))
-    }
 
     fun recordSection(name: String, nanos: Long) {
         sections.getOrPut(name) { Histogram(3) }.recordValue(nanos.coerceAtLeast(0))
     }
 
-    fun toResult(qp: Int?, seconds: Double): TrafficResult = TrafficResult(
-        qp = qp,
-        bytesSent = bytesSent,
-        bytesReceived = bytesReceived,
-        operations = operations,
-        messagesReceived = messagesReceived,
-        sentGbps = if (seconds > 0) bytesSent * 8 / seconds / 1e9 else 0.0,
-        receivedGbps = if (seconds > 0) bytesReceived * 8 / seconds / 1e9 else 0.0,
-        mpps = if (seconds > 0) (operations + messagesReceived) / seconds / 1e6 else 0.0,
-        latency = latency?.let { LatencySummary.of(it) },
-    )
+    private class Totals {
+        var bytesSent = 0L
+        var bytesReceived = 0L
+        var operations = 0L
+        var messagesReceived = 0L
+        var messagesNotReceived = 0L
+        var latency: Histogram? = null
 
-    fun addTo(total: QpCounters) {
-        total.bytesSent += bytesSent
-        total.bytesReceived += bytesReceived
-        total.operations += operations
-        total.messagesReceived += messagesReceived
-        latency?.let { h -> (total.latency ?: Histogram(3).also { total.latency = it }).add(h) }
-        for ((name, h) in sections) total.sections.getOrPut(name) { Histogram(3) }.add(h)
+        fun add(s: QpStats) {
+            bytesSent += s.bytesSent()
+            bytesReceived += s.bytesReceived()
+            operations += s.operations()
+            messagesReceived += s.messagesReceived()
+            messagesNotReceived += s.messagesNotReceived()
+            val h = s.latencyCopy()
+            if (h.totalCount > 0) (latency ?: Histogram(3).also { latency = it }).add(h)
+        }
+
+        fun toResult(qp: Int?, seconds: Double) = TrafficResult(
+            qp = qp,
+            bytesSent = bytesSent,
+            bytesReceived = bytesReceived,
+            operations = operations,
+            messagesReceived = messagesReceived,
+            messagesNotReceived = messagesNotReceived,
+            sentGbps = if (seconds > 0) bytesSent * 8 / seconds / 1e9 else 0.0,
+            receivedGbps = if (seconds > 0) bytesReceived * 8 / seconds / 1e9 else 0.0,
+            mpps = if (seconds > 0) (operations + messagesReceived) / seconds / 1e6 else 0.0,
+            latency = latency?.let { LatencySummary.of(it) },
+        )
     }
 
     companion object {
         fun result(role: Role, device: String, durationNanos: Long, perQp: List<QpCounters>): ScenarioResult {
             val seconds = durationNanos / 1e9
-            val total = QpCounters()
-            perQp.forEach { it.addTo(total) }
+            val total = Totals()
+            val sections = HashMap<String, Histogram>()
+            val each = perQp.mapIndexed { i, c ->
+                val t = Totals()
+                c.stats?.let { t.add(it); total.add(it) }
+                for ((name, h) in c.sections) sections.getOrPut(name) { Histogram(3) }.add(h)
+                t.toResult(i, seconds)
+            }
             return ScenarioResult(
                 role = role,
                 device = device,
                 durationNanos = durationNanos,
-                qps = perQp.mapIndexed { i, c -> c.toResult(i, seconds) },
+                qps = each,
                 total = total.toResult(null, seconds),
-                sections = total.sections.mapNotNull { (k, h) -> LatencySummary.of(h)?.let { k to it } }.toMap(),
+                sections = sections.mapNotNull { (k, h) -> LatencySummary.of(h)?.let { k to it } }.toMap(),
             )
         }
     }

@@ -1,119 +1,186 @@
 package dev.rdmarun.dsl
 
 import java.lang.foreign.MemorySegment
+import java.nio.ByteBuffer
+import java.nio.ByteOrder
 import kotlin.time.Duration
 
 /** Keeps an outer scope's members out of a nested block (no `send()` of the scenario inside `qp(0) { }`). */
 @DslMarker
 annotation class RdmaDsl
 
+/** The kinds of work request (`send`, `write`, `fetchAndAdd`, ...), as a [Completion] names them. */
+typealias OpKind = dev.rdmarun.runtime.engine.OpKind
+
 /**
- * A received message. [bytes] is a copy of the payload (empty for writeWithImm, whose data went
- * straight into this side's data region, and in the plan pass).
+ * A received message: a copy of its payload ([bytes]; empty for a writeWithImm, whose data went
+ * straight into this side's buffer), its [length] and its [immediate] data.
  */
 class Message(
+    /** The QP it arrived on. */
     val qp: Int,
     val length: Int,
     /** Immediate data of sendWithImm/writeWithImm (host order), else null. */
     val immediate: Int?,
     val bytes: ByteArray,
 ) {
+    /** The payload as UTF-8 text. */
     fun text(): String = bytes.toString(Charsets.UTF_8)
+
+    /** The 32-bit integer at byte [offset] of the payload, in this machine's byte order (as `buffer().set(JAVA_INT, ...)` wrote it). */
+    fun intAt(offset: Int = 0): Int = ByteBuffer.wrap(bytes).order(ByteOrder.nativeOrder()).getInt(checked(offset, 4))
+
+    /** The 64-bit integer at byte [offset] of the payload, in this machine's byte order. */
+    fun longAt(offset: Int = 0): Long = ByteBuffer.wrap(bytes).order(ByteOrder.nativeOrder()).getLong(checked(offset, 8))
+
+    private fun checked(offset: Int, size: Int): Int {
+        if (offset < 0 || offset + size > bytes.size) {
+            throw ScenarioException("the message on QP $qp has ${bytes.size} bytes: no $size-byte value at offset $offset")
+        }
+        return offset
+    }
+
     override fun toString() = "Message(qp=$qp, length=$length, immediate=$immediate)"
 }
 
 /**
- * What every scope offers: branches by role, timed loops, and whether this is the plan pass.
+ * A completed work request, as [QpScope.awaitCompletion] returns it: the QP, what it was, how many
+ * bytes it moved, and for compareAndSwap/fetchAndAdd the peer's old value ([value]; 0 otherwise).
+ */
+class Completion(val qp: Int, val opcode: OpKind, val bytes: Int, val value: Long) {
+    override fun equals(other: Any?) =
+        other is Completion && other.qp == qp && other.opcode == opcode && other.bytes == bytes && other.value == value
+
+    override fun hashCode() = ((qp * 31 + opcode.hashCode()) * 31 + bytes) * 31 + value.hashCode()
+    override fun toString() = "Completion(qp=$qp, opcode=${opcode.label()}, bytes=$bytes, value=$value)"
+}
+
+/**
+ * What every scope offers: the role, parameters and loops.
  *
- * The block of `rdma { }` runs twice: first as a plan (operations only record what they are and
- * return placeholders: an empty [Message], 0 from atomics; both `server { }` and `client { }` run;
- * `runFor { }` runs its body once), then for real. Keep it deterministic, and guard checks of
- * received data and other side effects with [planning].
+ * The block of `rdma { }` runs once, as written: settings, `connect(peer)`, then operations that
+ * really post. Any Kotlin works between them: branch on [isServer], on a QP's `index`, on received
+ * data.
  */
 @RdmaDsl
 interface CommonScope {
-    /** True in the plan pass, where operations return placeholders. */
-    val planning: Boolean
+    /** This side listens (`--listen`, [Peer.listen]): the server. Known before `connect` when the launcher gave the peer. */
+    val isServer: Boolean
 
-    /** Repeats [block] until [duration] has passed (in the plan pass: once). */
-    suspend fun runFor(duration: Duration, block: suspend () -> Unit)
+    /** This side connects (`--peer`, [Peer.connect]): the client. */
+    val isClient: Boolean
 
     /** Parameter value given by the launcher (--set NAME=VALUE) or the application, else [default]. */
     fun param(name: String, default: String): String
 
+    /** [param] as a whole number; anything else is an error that names the parameter. */
     fun intParam(name: String, default: Int): Int =
         param(name, default.toString()).let { it.toIntOrNull() ?: throw ScenarioException("parameter $name must be a whole number, not '$it'") }
+
+}
+
+/**
+ * The design card's loop: runs [block] `iterations` times (parameter `iterations`, default 1000),
+ * or, when the parameter `seconds` is set, for that many seconds. `repeat(n) { }` is Kotlin's.
+ * Inline, so the loop body is part of the caller's coroutine: nothing is allocated per round.
+ */
+inline fun CommonScope.repeat(block: () -> Unit) {
+    val seconds = param("seconds", "")
+    if (seconds.isEmpty()) {
+        val n = intParam("iterations", 1000)
+        for (i in 0 until n) block()
+    } else {
+        val s = seconds.toDoubleOrNull()?.takeIf { it >= 0 && it.isFinite() }
+            ?: throw ScenarioException("parameter seconds must be a number of seconds, not '$seconds'")
+        val end = System.nanoTime() + (s * 1e9).toLong()
+        while (System.nanoTime() - end < 0) block()
+    }
+}
+
+/** Repeats [block] until [duration] has passed (inline: nothing is allocated per round). */
+inline fun CommonScope.runFor(duration: Duration, block: () -> Unit) {
+    val end = System.nanoTime() + duration.inWholeNanoseconds
+    while (System.nanoTime() - end < 0) block()
 }
 
 /**
  * Operations on one QP: `qp(i) { }`, or each QP's own coroutine in `forEachQp { }`.
  *
- * Waiting forms (send, write, ...) return when the operation completed. `post*` forms return once
- * the work request is queued; [awaitCompletion]/[awaitCompletions]/[awaitAll] wait for them, oldest
- * first. With `signalEvery(n)` post forms are handed to the device in groups of n (the last one
- * signaled); any wait, or the end of the scenario, hands over a partial group.
+ * The operations that move data **post** one work request and return once it is on the device's
+ * queue; they suspend only for flow control (the peer has no receive free yet, or `sendDepth`
+ * work requests are in flight). An inline payload (`inlineThreshold`) is copied at the call; any
+ * other buffer is read by the device until the work request completes, so reuse a buffer only
+ * after its completion ([awaitCompletion]): earlier reuse is the script's bug, as in C.
  *
- * Sizes default to the buffer size; `buffer` picks one of the QP's `bufferCount` buffers, and
- * remote operations address the peer's buffer of the same index unless `remoteBuffer` says otherwise.
+ * Sizes default to the buffer size; `buffer` picks one of the QP's `bufferCount` buffers. The
+ * operations that touch peer memory address buffer [remoteBuffer] of the peer's QP [remoteQp]
+ * (default: this QP's index) at [remoteOffset], so any QP can target any buffer the peer granted;
+ * an operation the peer did not grant with `remoteAccess(...)` fails at the call.
+ *
+ * Every wait ends, at the latest, once the peer has made no progress for the scenario's timeout,
+ * with a sentence naming what this side waited for and what the peer last did.
  */
 @RdmaDsl
 interface QpScope : CommonScope {
-    /** This QP's index, 0 until qps - 1 (0 in the plan pass of `forEachQp { }`). */
+    /** This QP's index, 0 until qps - 1. */
     val index: Int
 
-    /** Runs [block] on the listening side only (in the plan pass: always, recorded as server-only). */
+    /** Runs [block] on the listening side only. */
     suspend fun server(block: suspend QpScope.() -> Unit)
 
-    /** Runs [block] on the connecting side only (in the plan pass: always, recorded as client-only). */
+    /** Runs [block] on the connecting side only. */
     suspend fun client(block: suspend QpScope.() -> Unit)
 
     /** Buffer [i] of this QP's data region (the send source, write source, read target). */
     fun buffer(i: Int = 0): MemorySegment
 
+    /** Posts a SEND of the first [size] bytes of [buffer] (default: all of it). */
     suspend fun send(size: Int = -1, buffer: Int = 0)
 
-    /** Copies [payload] into [buffer] and sends it. */
+    /** Copies [payload] into [buffer] and posts a SEND of it. */
     suspend fun send(payload: ByteArray, buffer: Int = 0)
 
+    /** Posts a SEND with 32-bit immediate data. */
     suspend fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
 
-    /** The next message the peer sent on this QP (waits for it). */
+    /**
+     * The next message the peer sent on this QP (waits for it). Messages that arrive before a
+     * receive asks wait in this QP's inbox (`inboxDepth`).
+     */
     suspend fun receive(): Message
 
-    suspend fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
+    /** Posts an RDMA WRITE of [buffer] into the peer's buffer (needs the peer's remoteAccess(WRITE)). */
+    suspend fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
-    suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
+    /** Posts an RDMA WRITE that also delivers [imm] to the peer's receive() (needs remoteAccess(WRITE)). */
+    suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
-    suspend fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
+    /** Posts an RDMA READ of the peer's buffer into [buffer] (needs the peer's remoteAccess(READ)). */
+    suspend fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
-    /** 64-bit CAS on the peer's buffer at [remoteOffset] (8-byte aligned); returns the old value. */
-    suspend fun compareAndSwap(compare: Long, swap: Long, remoteOffset: Long = 0, remoteBuffer: Int = 0, buffer: Int = 0): Long
+    /**
+     * Posts a 64-bit compare-and-swap on the peer's word at [remoteOffset] (8-byte aligned; needs
+     * remoteAccess(ATOMIC)); the old value comes back in the [Completion] and at offset 0 of [buffer].
+     */
+    suspend fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
 
-    /** 64-bit fetch-and-add on the peer's buffer at [remoteOffset] (8-byte aligned); returns the old value. */
-    suspend fun fetchAndAdd(add: Long, remoteOffset: Long = 0, remoteBuffer: Int = 0, buffer: Int = 0): Long
+    /** Posts a 64-bit fetch-and-add on the peer's word; the old value comes back in the [Completion]. */
+    suspend fun fetchAndAdd(add: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
 
-    suspend fun postSend(size: Int = -1, buffer: Int = 0)
-    suspend fun postSendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
-    suspend fun postWrite(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
-    suspend fun postWriteWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
-    suspend fun postRead(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
+    /**
+     * Waits for the oldest posted work request not yet awaited and returns its completion (with
+     * `signalEvery(n)`, a work request that is not signaled is known complete once a later one is).
+     * Calling it with nothing outstanding is an error.
+     */
+    suspend fun awaitCompletion(): Completion
 
-    /** The old value lands in [buffer] at offset 0. */
-    suspend fun postCompareAndSwap(compare: Long, swap: Long, remoteOffset: Long = 0, remoteBuffer: Int = 0, buffer: Int = 0)
+    /** [awaitCompletion] [n] times; returns the last completion. */
+    suspend fun awaitCompletions(n: Int): Completion
 
-    /** The old value lands in [buffer] at offset 0. */
-    suspend fun postFetchAndAdd(add: Long, remoteOffset: Long = 0, remoteBuffer: Int = 0, buffer: Int = 0)
-
-    /** Waits for the oldest post-form operation not yet awaited; returns at once when there is none. */
-    suspend fun awaitCompletion()
-
-    /** [awaitCompletion] [n] times (fewer when fewer are outstanding). */
-    suspend fun awaitCompletions(n: Int)
-
-    /** Waits for every outstanding post-form operation. */
+    /** Waits for every posted work request. */
     suspend fun awaitAll()
 
-    /** Post-form operations posted and not yet awaited. */
+    /** Work requests posted and not yet awaited. */
     val outstanding: Int
 
     /** Records how long [block] takes in the latency section [name] of the results (e.g. a ping-pong round trip). */
@@ -122,12 +189,12 @@ interface QpScope : CommonScope {
 
 /**
  * The block of `rdma { }`: settings first, then `connect(peer)`, then operations. Operations
- * here run on every QP (each posted on all QPs, then awaited); `qp(i) { }` and `forEachQp { }`
- * address QPs one by one.
+ * here act on every QP (each posted on all QPs, then awaited QP by QP); `qp(i) { }` and
+ * `forEachQp { }` address QPs one by one.
  */
 @RdmaDsl
 interface ScenarioScope : CommonScope {
-    // ---- settings (before connect) ----
+    // ---- settings (before connect; after it they are an error) ----
     fun device(name: String)
     fun port(port: Int)
     fun gidIndex(index: Int)
@@ -138,8 +205,13 @@ interface ScenarioScope : CommonScope {
     fun bufferCount(n: Int)
     fun sendDepth(n: Int)
     fun recvDepth(n: Int)
+
+    /** Messages per QP held for a later receive() beyond the posted receives (default 1024; 0: only the receive slots). */
+    fun inboxDepth(n: Int)
     fun mtu(bytes: Int)
     fun inlineThreshold(bytes: Int)
+
+    /** Signals one work request in [n] (selective signaling, as perftest's cq_mod). */
     fun signalEvery(n: Int)
     fun rnrRetry(n: Int)
 
@@ -147,29 +219,37 @@ interface ScenarioScope : CommonScope {
     fun retry(count: Int, timeout: Int = 14)
     fun completionMode(mode: CompletionMode)
 
-    /** Grants the peer exactly this access to the data buffers (instead of deriving it from the operations). */
+    /**
+     * What the peer may do to this side's data buffers (default: nothing): the buffers are
+     * registered with exactly these flags, and the peer's write/read/atomics fail at its call
+     * without them. Declare it on the side whose buffers are the target (`if (isServer)`), or on
+     * both.
+     */
     fun remoteAccess(vararg access: RemoteAccess)
 
-    /** Bound on control-path waits (connect, handshake, silent peer, credits). */
+    /** Bound on waits: connecting, the handshake, and any wait during which the peer makes no progress. */
     fun timeout(duration: Duration)
 
     /** The QP count set so far. */
     val qpCount: Int
 
-    /** Runs [block] on the listening side only (in the plan pass: always, recorded as server-only). */
+    /** Runs [block] on the listening side only. */
     suspend fun server(block: suspend ScenarioScope.() -> Unit)
 
-    /** Runs [block] on the connecting side only (in the plan pass: always, recorded as client-only). */
+    /** Runs [block] on the connecting side only. */
     suspend fun client(block: suspend ScenarioScope.() -> Unit)
 
     /**
      * The peer the launcher (`--listen`, `--peer`, `--loopback`) or the application
      * ([RdmaOptions.peer]) gave, for `connect(peer)`. Reading it when none was given is a
-     * [ScenarioException]; in a plan-only pass (`--check`) without one it is a placeholder.
+     * [ScenarioException].
      */
     val peer: Peer
 
-    /** Sets up every QP and connects it to the peer's over the control connection [peer]. */
+    /**
+     * Validates the settings (before any device is touched), then opens the device, creates the
+     * verbs objects and connects every QP to the peer's over the control connection [peer].
+     */
     suspend fun connect(peer: Peer)
 
     /** Waits until the peer reaches its matching barrier (over the control connection). */
@@ -187,12 +267,11 @@ interface ScenarioScope : CommonScope {
 
     /** One message from each QP, in QP order. */
     suspend fun receive(): List<Message>
-    suspend fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
-    suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
-    suspend fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
-    suspend fun postSend(size: Int = -1, buffer: Int = 0)
-    suspend fun postWrite(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
-    suspend fun postRead(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = buffer)
-    suspend fun awaitCompletion()
+    suspend fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+    suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+    suspend fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+
+    /** The oldest unawaited completion of each QP, in QP order. */
+    suspend fun awaitCompletion(): List<Completion>
     suspend fun awaitAll()
 }

@@ -13,10 +13,11 @@ import dev.rdmarun.runtime.ProtectionDomain
 import dev.rdmarun.runtime.QpEndpoint
 import dev.rdmarun.runtime.QueuePair
 import dev.rdmarun.runtime.QueuePairConfig
+import dev.rdmarun.runtime.RemoteRegion
 import dev.rdmarun.runtime.RtrAttributes
 import dev.rdmarun.runtime.RtsAttributes
-import dev.rdmarun.runtime.WcStatus
 import dev.rdmarun.runtime.WorkCompletions
+import dev.rdmarun.runtime.engine.QpEngine
 import java.net.ServerSocket
 import java.security.SecureRandom
 import java.util.EnumSet
@@ -28,7 +29,6 @@ import java.util.concurrent.atomic.AtomicReference
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
-import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.currentCoroutineContext
@@ -38,27 +38,28 @@ import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
 
 /**
- * One run of a validated plan on this side: verbs objects, the dispatcher, the control
- * connection, the run pass, the end-of-run handshake and teardown.
+ * One connected scenario on this side: its verbs objects, the QP engines and their drivers, the
+ * control connection, the deadlines of every wait, the end-of-run handshake and teardown.
  *
- * Order of a run: bind the TCP port (server), open and check the device, create PD, CQs, MRs
- * (with the plan's access flags) and QPs (to INIT), start the dispatcher and post every receive,
- * exchange hellos, RTR/RTS, "ready" both ways; run the block on the dispatcher; wait for this
- * side's work to complete; "done 1" both ways (from now on receives only count and re-post);
- * stop credit updates; "done 2" both ways. On success, failure or cancellation alike, teardown
- * moves the QPs to ERR, lets the dispatcher drain the flushed completions, closes it, then the
- * QPs, MRs, CQs, channel, PD and context.
+ * [connect] (the script's `connect(peer)`): bind the TCP port (server), open and check the device,
+ * create PD, CQs, MRs (with the declared access flags) and QPs (to INIT), post every receive,
+ * exchange hellos, RTR/RTS, "ready" both ways. [finish] (the block returned): wait for this side's
+ * work to complete; "done 1" both ways (from now on arrivals are only counted); stop credit
+ * updates; "done 2" both ways. [tearDown], on success, failure or cancellation alike: QPs to ERR,
+ * let the dispatcher drain the flushed completions, then close the QPs, MRs, CQs, channel, PD and
+ * context.
+ *
+ * Everything but the blocking setup runs on the scenario's dispatcher thread ([polling]).
  */
-internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
+internal class Session(
+    private val plan: ScenarioPlan,
+    private val polling: PollingDispatcher,
+    private val monitor: ScenarioMonitor?,
+) : PollingDispatcher.Agent {
     val settings = plan.settings
-    private val parameters = options.parameters
-    private val monitor = options.monitor
-
-    /** What the block reads as `peer` (the plan's peer is what it passed to connect). */
-    val givenPeer: Peer? = options.peer
-    private val peer: Peer = plan.peer ?: throw ScenarioException("the scenario never calls connect(peer)")
-    val role = peer.role
-    private val access = plan.accessFor(role)
+    val role = plan.role
+    private val peerLabel = "the ${role.other.label}"
+    private val timeoutNanos = settings.timeout.inWholeNanoseconds
 
     @Volatile
     private var listener: ServerSocket? = null
@@ -72,122 +73,113 @@ internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
     private var creditMr: MemoryRegion? = null
     private val mrs = ArrayList<MemoryRegion>()
     private val queuePairs = ArrayList<QueuePair>()
-    private var polling: PollingDispatcher? = null
-    private var coroutineDispatcher: VerbsDispatcher? = null
-    val qps = ArrayList<QpSession>()
-    private var deviceName = settings.device ?: "?"
+    val drivers = ArrayList<QpDriver>()
+    var deviceName = settings.device ?: "?"
+        private set
     private var gidIndex = 0
     private val psns = IntArray(settings.qps)
     private var localMtu = Mtu.MTU_1024
+    private var barrierSeq = 0
+    private var startNanos = 0L
 
     @Volatile
     var tearingDown = false
         private set
 
-    /** Set after both sides finished: no more messages can arrive, so re-posts need no credit updates. */
+    private val failureRef = AtomicReference<Throwable?>(null)
+
+    /** The first failure (later ones are usually its consequences), or null. */
+    val failure: Throwable? get() = failureRef.get()
+
+    /** The scenario's coroutine, cancelled on failure. */
     @Volatile
-    var creditsStopped = false
+    var runJob: Job? = null
+
+    // ---- the peer's liveness and progress, from its heartbeats ----
+    @Volatile
+    private var peerProgress = -1L
+
+    /** When the peer last made progress (or this side started waiting, whichever is later: see [waitExpired]). */
+    @Volatile
+    private var peerProgressAt = System.nanoTime()
+
+    @Volatile
+    private var lastHeartbeat: Heartbeat? = null
+
+    /** When the peer's "done 1" arrived: it finished its block and its work completed. 0: not yet. */
+    @Volatile
+    var peerFinishedAt = 0L
         private set
-
-    private val failure = AtomicReference<Throwable?>(null)
-
-    @Volatile
-    private var runJob: Job? = null
-
-    @Volatile
-    private var settingUp = true
-    private var barrierSeq = 0
-
-    val dispatcher: PollingDispatcher get() = polling ?: error("no dispatcher yet")
-
-    suspend fun run(block: suspend ScenarioScope.() -> Unit): ScenarioResult = withContext(Dispatchers.IO) {
-        var result: ScenarioResult? = null
-        var primary: Throwable? = null
-        // Accepting, connecting and the handshake block in socket calls that do not see a
-        // cancellation (Ctrl-C): closing the sockets ends them.
-        val unblocker = launch {
-            try {
-                awaitCancellation()
-            } finally {
-                if (settingUp) closeSockets()
-            }
-        }
-        try {
-            setUp()
-            settingUp = false
-            result = runScenario(block)
-        } catch (e: Throwable) {
-            primary = failure.get() ?: if (isActive) e else e as? CancellationException ?: CancellationException("the scenario was cancelled", e)
-            val told = if (primary is CancellationException) "the ${role.label} was cancelled" else primary.message ?: primary.toString()
-            control?.trySend(Failure(told))
-        } finally {
-            settingUp = false
-            unblocker.cancel()
-            monitor?.stopped()
-        }
-        val cleanup = withContext(NonCancellable) { tearDown() }
-        if (primary != null) {
-            cleanup?.let { if (it !== primary) primary.addSuppressed(it) }
-            throw primary
-        }
-        if (cleanup != null) throw ScenarioException("the scenario ran but cleaning up failed: ${cleanup.message}", cleanup)
-        result!!
-    }
-
-    /** Records the first failure and cancels the run; later failures (often consequences) are dropped. */
-    fun fail(cause: Throwable) {
-        if (failure.compareAndSet(null, cause)) runJob?.cancel(CancellationException(cause.message, cause))
-    }
-
-    /** An error completion: ends the scenario with what failed and the likely cause. */
-    fun completionFailed(qp: QpSession?, what: String, completions: WorkCompletions, index: Int) {
-        if (tearingDown) return
-        val status = completions.status(index)
-        // Flushes follow the error that moved the QP to ERR; that one is reported.
-        if (status == WcStatus.WR_FLUSH_ERR && failure.get() != null) return
-        val v = completions.failure(index)
-        val where = qp?.let { "QP ${it.index} (qpn ${it.qp.qpNum()})" } ?: "QP with qpn ${completions.qpNum(index)}"
-        fail(ScenarioException("$what on $where failed with ${status.name}", v, v.hint()))
-    }
 
     // ---- setup ----
 
-    private suspend fun setUp() {
+    /** Everything `connect(peer)` does, on the scenario's dispatcher thread (blocking parts on the IO pool). */
+    suspend fun connect() {
         val coroutine = currentCoroutineContext()
-        (peer as? Peer.Listen)?.let { listener = ControlConnection.listen(it, settings.timeout) }
-        coroutine.ensureActive() // a cancellation before the listener existed did not close it
-        openDevice()
-        createResources()
-        val d = PollingDispatcher.start("rdma-run-${role.label}", settings.completionMode.idleMode, channel)
-        polling = d
-        val vd = VerbsDispatcher(d)
-        coroutineDispatcher = vd
-        withContext(vd) {
-            cqs.forEach { d.addCompletionQueue(it) }
-            d.setUnmatchedCompletionHandler { wcs, i ->
-                if (!wcs.isSuccess(i)) completionFailed(null, "an unsignaled work request", wcs, i)
+        var settingUp = true
+        coroutineScope {
+            // Accepting, connecting and the handshake block in socket calls that do not see a
+            // cancellation (Ctrl-C): closing the sockets ends them.
+            val unblocker = launch(Dispatchers.IO) {
+                try {
+                    awaitCancellation()
+                } finally {
+                    if (settingUp) closeSockets()
+                }
             }
-            // Receives first: the peer may send as soon as both sides are ready.
-            qps.forEach { it.postInitialReceives() }
-        }
-        val c = when (peer) {
-            is Peer.Listen -> ControlConnection.accept(listener!!, settings.timeout).also {
-                listener?.close()
-                listener = null
+            try {
+                withContext(Dispatchers.IO) {
+                    (plan.peer as? Peer.Listen)?.let { listener = ControlConnection.listen(it, settings.timeout) }
+                    coroutine.ensureActive() // a cancellation before the listener existed did not close it
+                    openDevice()
+                    createResources()
+                }
+                // On the dispatcher thread, which polls from now on.
+                polling.setIdleMode(settings.completionMode.idleMode, channel)
+                cqs.forEach { polling.addCompletionQueue(it) }
+                polling.setUnmatchedCompletionHandler { wcs, i -> unmatched(wcs, i) }
+                polling.addAgent(this@Session)
+                drivers.forEach { it.engine.postInitialReceives() } // before the peer can send
+                val remote = withContext(Dispatchers.IO) {
+                    val c = when (val peer = plan.peer) {
+                        is Peer.Listen -> ControlConnection.accept(listener!!, settings.timeout).also {
+                            listener?.close()
+                            listener = null
+                        }
+                        is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }
+                    }
+                    control = c
+                    coroutine.ensureActive() // likewise for the connection
+                    val remote = c.handshake(hello())
+                    connectQps(remote)
+                    c.send(Ready)
+                    val ready = c.receive("$peerLabel's ready signal")
+                    if (ready != Ready) throw PeerException("$peerLabel sent something else than its ready signal: it is not a compatible rdma-run")
+                    remote
+                }
+                val peerData = Array(remote.qps.size) { i -> remote.qps[i].buffer.let { RemoteRegion(it.addr, it.length, it.rkey) } }
+                val granted = EnumSet.noneOf(Access::class.java).apply { remote.access.forEach { add(it.access) } }
+                for (d in drivers) {
+                    val credit = remote.qps[d.index].credit
+                    d.engine.connect(QpEngine.Peer(peerLabel, remote.recvDepth, RemoteRegion(credit.addr, credit.length, credit.rkey), peerData, granted))
+                }
+                peerProgressAt = System.nanoTime()
+                control!!.startWatching(
+                    onLost = { fail(it) },
+                    onHeartbeat = { heartbeat(it) },
+                    onFrame = { if (it == Done(1)) peerFinished() },
+                    heartbeat = { progressReport() },
+                )
+                startNanos = System.nanoTime()
+                monitor?.running(drivers.map { it.engine.stats() })
+            } finally {
+                settingUp = false
+                unblocker.cancel()
             }
-            is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }
         }
-        control = c
-        coroutine.ensureActive() // likewise for the connection
-        val remote = c.handshake(hello())
-        connectQps(remote)
-        c.send(Ready)
-        val ready = c.receive("the ${role.other.label}'s ready signal")
-        if (ready != Ready) throw PeerException("the ${role.other.label} sent something else than its ready signal: it is not a compatible rdma-run")
-        c.startWatching { fail(it) }
     }
 
-    /** Wakes setup calls blocked on the sockets (see [run]); teardown closes them again, harmlessly. */
+    /** Wakes setup calls blocked on the sockets (see [connect]); teardown closes them again, harmlessly. */
     private fun closeSockets() {
         runCatching { listener?.close() }
         runCatching { control?.close() }
@@ -203,41 +195,39 @@ internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
         }
     }
 
-    private fun readAtomicDepth(peerSide: Boolean): Int {
+    private fun atomicDepth(initiator: Boolean): Int {
         val a = context!!.queryDevice()
-        val ops = if (peerSide) plan.opsOf(role.other) else plan.opsOf(role)
-        if (ops.none { it.kind.writesLocalBuffer }) return 1
-        return minOf(16, if (peerSide) a.maxQpRdAtom() else a.maxQpInitRdAtom()).coerceAtLeast(1)
+        return minOf(16, if (initiator) a.maxQpInitRdAtom() else a.maxQpRdAtom()).coerceAtLeast(1)
     }
 
     private fun createResources() {
         val ctx = context!!
         val s = settings
-        pd = ctx.allocateProtectionDomain()
+        val engine = s.engineConfig()
+        val protection = ctx.allocateProtectionDomain().also { pd = it }
         if (s.completionMode == CompletionMode.EVENT) channel = ctx.createCompletionChannel()
-        val perQp = s.sendDepth + 1 + s.recvDepth
+        val perQp = engine.completionQueueEntries()
         if (s.cqMode == CqMode.SHARED) {
             cqs.add(ctx.createCompletionQueue(perQp * s.qps, channel))
         } else {
             repeat(s.qps) { cqs.add(ctx.createCompletionQueue(perQp, channel)) }
         }
-        if (access.creditWords) creditMr = pd!!.registerMemory(s.qps * 8L, EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_WRITE))
+        val credits = protection.registerMemory(s.qps * 8L, EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_WRITE)).also { creditMr = it }
         gidIndex = s.gidIndex ?: ctx.defaultGid(s.port).index()
         localMtu = ctx.queryPort(s.port).activeMtu()
         val random = SecureRandom()
         for (i in 0 until s.qps) {
-            val data = pd!!.registerMemory(s.dataBytes, access.data).also { mrs.add(it) }
-            val recv = if (access.receiveSlots) {
-                pd!!.registerMemory(QpSession.receiveRegionBytes(s), EnumSet.of(Access.LOCAL_WRITE)).also { mrs.add(it) }
-            } else null
+            val data = protection.registerMemory(s.dataBytes, plan.dataAccess).also { mrs.add(it) }
+            val recv = protection.registerMemory(engine.receiveRegionBytes(), EnumSet.of(Access.LOCAL_WRITE)).also { mrs.add(it) }
             val cq = cqs[if (s.cqMode == CqMode.SHARED) 0 else i]
-            val qp = pd!!.createQueuePair(QueuePairConfig.rc(cq)
-                .withDepth(s.sendDepth + 1, s.recvDepth)
+            val qp = protection.createQueuePair(QueuePairConfig.rc(cq)
+                .withDepth(engine.sendQueueDepth(), s.recvDepth)
                 .withMaxInlineData(s.inlineThreshold))
             queuePairs.add(qp)
-            qp.modifyToInit(s.port, access.qpAccess)
+            qp.modifyToInit(s.port, plan.qpAccess)
             psns[i] = random.nextInt(1 shl 24)
-            qps.add(QpSession(i, this, qp, data, recv, creditMr, s, access.holdsMessages))
+            val e = QpEngine(i, qp, data, recv, credits, engine, polling)
+            drivers.add(QpDriver(this, e))
         }
     }
 
@@ -245,24 +235,27 @@ internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
         val ctx = context!!
         val gid = ctx.gid(settings.port, gidIndex).gid()
         val lid = ctx.queryPort(settings.port).lid()
+        val credits = creditMr!!
         return Hello(
             version = Handshake.VERSION,
             role = role,
             qpCount = settings.qps,
             recvDepth = settings.recvDepth,
-            maxDestRdAtomic = readAtomicDepth(peerSide = true),
+            maxDestRdAtomic = atomicDepth(initiator = false),
             fingerprint = plan.fingerprint,
-            parameters = parameters,
+            parameters = plan.parameters,
             plan = plan.canonicalLines(),
-            qps = qps.map { q ->
+            access = settings.remoteAccess,
+            qps = drivers.map { d ->
+                val data = d.engine.dataRegion()
                 QpInfo(
-                    qpn = q.qp.qpNum(),
-                    psn = psns[q.index],
+                    qpn = d.engine.queuePair().qpNum(),
+                    psn = psns[d.index],
                     lid = lid,
                     gid = gid.toHex(),
                     mtu = localMtu.bytes(),
-                    buffer = q.dataInfo(),
-                    credit = creditMr?.let { BufferInfo(it.address() + q.index * 8L, it.rkey(), 8) },
+                    buffer = BufferInfo(data.address(), data.rkey(), data.length()),
+                    credit = BufferInfo(credits.address() + d.index * 8L, credits.rkey(), 8),
                 )
             },
         )
@@ -270,73 +263,200 @@ internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
 
     private fun connectQps(remote: Hello) {
         val cap = settings.mtu?.let { Mtu.ofBytes(it) }
-        val outgoingAtomics = minOf(readAtomicDepth(peerSide = false), remote.maxDestRdAtomic.coerceAtLeast(1))
-        val incomingAtomics = readAtomicDepth(peerSide = true)
-        for (q in qps) {
-            val r = remote.qps[q.index]
+        val outgoing = minOf(atomicDepth(initiator = true), remote.maxDestRdAtomic.coerceIn(1, 16))
+        val incoming = atomicDepth(initiator = false)
+        for (d in drivers) {
+            val r = remote.qps[d.index]
             val endpoint = try {
                 QpEndpoint(r.lid, r.qpn, r.psn, Gid.parseHex(r.gid), Mtu.ofBytes(r.mtu))
             } catch (e: IllegalArgumentException) {
-                throw PeerException("the ${role.other.label} sent an invalid endpoint for QP ${q.index}: ${e.message}", e)
+                throw PeerException("$peerLabel sent an invalid endpoint for QP ${d.index}: ${printable(e.message.orEmpty())}", e)
             }
-            if (access.receiveSlots && r.credit == null) {
-                throw PeerException("the ${role.other.label} sends on QP ${q.index} but gave no credit word: it is not a compatible rdma-run")
+            if (r.buffer.length != settings.dataBytes || r.credit.length != 8L) {
+                throw PeerException("$peerLabel's QP ${d.index} offers a ${r.buffer.length}-byte data region and a ${r.credit.length}-byte " +
+                    "credit word, not ${settings.dataBytes} and 8: it is not a compatible rdma-run")
             }
             var mtu = Mtu.min(localMtu, endpoint.mtu())
             if (cap != null) mtu = Mtu.min(mtu, cap)
-            q.qp.modifyToRtr(RtrAttributes.of(endpoint, settings.port, gidIndex, mtu).withMaxDestRdAtomic(incomingAtomics))
-            q.qp.modifyToRts(RtsAttributes.of(psns[q.index])
+            val qp = d.engine.queuePair()
+            qp.modifyToRtr(RtrAttributes.of(endpoint, settings.port, gidIndex, mtu).withMaxDestRdAtomic(incoming))
+            qp.modifyToRts(RtsAttributes.of(psns[d.index])
                 .withRnrRetry(settings.rnrRetry)
                 .withRetry(settings.retryTimeout, settings.retryCount)
-                .withMaxRdAtomic(outgoingAtomics))
-            q.connectTo(r, remote.recvDepth)
+                .withMaxRdAtomic(outgoing))
         }
     }
 
+    private fun unmatched(completions: WorkCompletions, i: Int) {
+        if (tearingDown || completions.isSuccess(i)) return
+        val status = completions.status(i)
+        if (status == dev.rdmarun.runtime.WcStatus.WR_FLUSH_ERR && failure != null) return
+        val v = completions.failure(i)
+        val qpn = completions.qpNum(i)
+        val where = drivers.firstOrNull { it.engine.queuePair().qpNum() == qpn }?.let { "QP ${it.index} (qpn $qpn)" } ?: "the QP with qpn $qpn"
+        fail(ScenarioException("an unsignaled work request on $where failed with ${status.name}", v, v.hint()))
+    }
+
+    // ---- failures ----
+
+    /**
+     * Records the first failure and ends the run: every parked coroutine is resumed with it (on
+     * the dispatcher thread) and the scenario's coroutine is cancelled. Any thread.
+     */
+    fun fail(cause: Throwable) {
+        if (!failureRef.compareAndSet(null, cause)) return
+        runJob?.cancel(CancellationException(cause.message, cause))
+        try {
+            polling.execute { drivers.forEach { it.abort(cause) } }
+        } catch (_: RejectedExecutionException) {
+            // the dispatcher is gone: nothing is parked on it any more
+        }
+    }
+
+    // ---- deadlines and progress ----
+
+    private var waiters = 0
+    private var creditWaiters = 0
+
+    fun parked(onCredit: Boolean) {
+        waiters++
+        if (onCredit) creditWaiters++
+    }
+
+    fun unparked(onCredit: Boolean) {
+        waiters--
+        if (onCredit) creditWaiters--
+    }
+
+    /** Credits change without a completion, and waits have deadlines: checked on every round while anything waits. */
+    override fun doWork(): Int {
+        if (waiters == 0) return 0
+        var work = 0
+        if (creditWaiters > 0) for (d in drivers) if (d.pollCredit()) work++
+        val now = System.nanoTime()
+        for (d in drivers) d.checkDeadline(now)
+        return work
+    }
+
+    override fun maxSleepMillis(): Long = when {
+        creditWaiters > 0 -> 1
+        waiters > 0 -> 10
+        else -> -1
+    }
+
+    /**
+     * A wait that started at [since] has lasted too long: the peer made no progress for the
+     * timeout since then.
+     */
+    fun waitExpired(since: Long, now: Long): Boolean = now - maxOf(since, peerProgressAt) > timeoutNanos
+
+    private fun heartbeat(h: Heartbeat) {
+        lastHeartbeat = h
+        if (h.progress != peerProgress) {
+            peerProgress = h.progress
+            peerProgressAt = System.nanoTime()
+        }
+    }
+
+    private fun peerFinished() {
+        peerFinishedAt = System.nanoTime()
+        peerProgressAt = peerFinishedAt
+    }
+
+    /** This side's heartbeat: its progress, what it waits for, its inboxes. Called on the heartbeat thread. */
+    private fun progressReport(): Heartbeat {
+        var progress = 0L
+        var waiting: String? = null
+        val messages = ArrayList<Int>(drivers.size)
+        val full = ArrayList<Int>()
+        for (d in drivers) {
+            progress += d.engine.stats().progress()
+            if (waiting == null) waiting = d.waitingFor
+            messages.add(d.messagesWaiting)
+            if (d.inboxFull) full.add(d.index)
+        }
+        return Heartbeat(progress + barrierSeq, waiting ?: controlWait, messages, full)
+    }
+
+    @Volatile
+    private var controlWait: String? = null
+
+    /**
+     * The sentence for a wait that ran out: what this side waited for, and what the peer last did.
+     * [what] completes "the server waited 30s for ..."; [qp] is the QP it waited on, if any.
+     */
+    fun waitedTooLong(what: String, qp: Int?, receiving: Boolean, onCredit: Boolean): ScenarioException {
+        val h = lastHeartbeat
+        val peerWaits = h?.waiting?.let { printable(it) }
+        val peerPart = when {
+            peerFinishedAt != 0L && receiving -> "; $peerLabel finished its scenario without sending it"
+            onCredit && qp != null && h != null && qp in h.inboxFull ->
+                "; $peerLabel holds ${h.messagesWaiting.getOrNull(qp) ?: "its"} messages on QP $qp that no receive() took (its inbox is full): " +
+                    "it calls receive() less often than this side sends"
+            peerWaits != null && receiving && peerWaits.startsWith("receive()") ->
+                "; $peerLabel waits too, in $peerWaits: both sides wait to receive, one of them has to send first"
+            peerWaits != null -> "; $peerLabel made no progress either and waits in $peerWaits"
+            h == null -> "; $peerLabel sent no progress report"
+            else -> "; $peerLabel is alive but made no progress for ${settings.timeout} (busy in its own code?)"
+        }
+        return ScenarioException("the ${role.label} waited ${settings.timeout} for $what$peerPart")
+    }
+
+    /** The sentence for a receive() the peer can no longer answer. */
+    fun peerFinishedWithoutSending(qp: Int): ScenarioException =
+        ScenarioException("$peerLabel finished without sending the message that the ${role.label} waits for in receive() on QP $qp")
+
     // ---- run ----
 
-    private suspend fun runScenario(block: suspend ScenarioScope.() -> Unit): ScenarioResult {
-        val scope = RunningScenarioScope(this)
-        monitor?.running(qps.map { it.counters })
-        var start = 0L
-        var end = 0L
-        coroutineScope {
-            val job = launch(coroutineDispatcher!!) {
-                start = System.nanoTime()
-                scope.block()
-                qps.forEach { it.quiesce() }
-                qps.forEach { it.switchToSink() }
-                sendControl(Done(1))
-                control!!.await(Done(1), "the ${role.other.label} to finish the scenario")
-                // Both sides' work is complete: every message is in a receive queue already.
-                end = System.nanoTime()
-                creditsStopped = true
-                qps.forEach { it.awaitCreditIdle() }
-                sendControl(Done(2))
-                control!!.await(Done(2), "the ${role.other.label}'s final frame")
-            }
-            runJob = job
-            if (failure.get() != null) job.cancel()
-        }
-        failure.get()?.let { throw it }
-        return QpCounters.result(role, deviceName, end - start, qps.map { it.counters })
+    suspend fun barrier() {
+        val seq = ++barrierSeq
+        for (d in drivers) d.awaitEverything() // what this side posted before the barrier is done when the peer passes it
+        sendControl(Barrier(seq))
+        awaitControl(Barrier(seq), "barrier $seq")
     }
 
     private suspend fun sendControl(frame: Frame) = withContext(Dispatchers.IO) { control!!.send(frame) }
 
-    suspend fun barrier() {
-        val seq = ++barrierSeq
-        qps.forEach { it.flush() }
-        sendControl(Barrier(seq))
-        control!!.await(Barrier(seq), "barrier $seq")
+    private suspend fun awaitControl(frame: Frame, what: String) {
+        val since = System.nanoTime()
+        controlWait = what
+        try {
+            control!!.await(frame, "$peerLabel to reach $what") {
+                failure?.let { throw it }
+                if (waitExpired(since, System.nanoTime())) throw waitedTooLong("$peerLabel to reach $what", null, receiving = false, onCredit = false)
+            }
+        } finally {
+            controlWait = null
+        }
     }
 
-    fun parameter(name: String): String? = parameters[name]
+    /** This side's block returned: complete its work, then agree with the peer that both are done. */
+    suspend fun finish(): ScenarioResult {
+        for (d in drivers) d.awaitEverything()
+        drivers.forEach { it.engine.finishReceiving() }
+        sendControl(Done(1))
+        awaitControl(Done(1), "the end of its scenario")
+        // Both sides' work is complete: every message is in a receive queue already.
+        val end = System.nanoTime()
+        drivers.forEach { it.engine.stopCredits() }
+        for (d in drivers) d.awaitCreditIdle()
+        sendControl(Done(2))
+        awaitControl(Done(2), "its final frame")
+        return QpCounters.result(role, deviceName, end - startNanos, drivers.map { it.counters })
+    }
+
+    /** Tells the peer why this side failed (it may not know yet). */
+    fun tellPeer(cause: Throwable) {
+        val told = if (cause is CancellationException) "the ${role.label} was cancelled" else describeFailure(cause).lineSequence().first()
+        control?.trySend(Failure(told))
+    }
+
+    fun parameter(name: String): String? = plan.parameters[name]
 
     // ---- teardown ----
 
-    /** Closes everything, in dependency order; returns the first error (others suppressed into it). */
-    private fun tearDown(): Throwable? {
+    /** Closes everything, in dependency order; returns the first error (others suppressed into it). Any thread but the dispatcher's. */
+    fun tearDown(): Throwable? {
         tearingDown = true
         var error: Throwable? = null
         fun attempt(body: () -> Unit) {
@@ -352,10 +472,8 @@ internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
         // ERR flushes every outstanding work request; the dispatcher polls those completions
         // (handlers ignore them now) so no completion is left for a destroyed QP.
         for (qp in queuePairs) attempt { qp.modifyToError() }
-        polling?.let { d ->
-            attempt { drain(d) }
-            attempt { d.close() }
-        }
+        attempt { drain() }
+        attempt { polling.close() }
         for (qp in queuePairs.asReversed()) attempt { qp.close() }
         for (mr in mrs.asReversed()) attempt { mr.close() }
         attempt { creditMr?.close() }
@@ -367,15 +485,15 @@ internal class Session(private val plan: ScenarioPlan, options: RdmaOptions) {
     }
 
     /** Waits (boundedly) until the dispatcher holds no pending operation. */
-    private fun drain(d: PollingDispatcher) {
+    private fun drain() {
         val drained = CompletableFuture<Unit>()
         val check = object : Runnable {
             override fun run() {
-                if (d.pending() == 0) drained.complete(Unit) else d.execute(this)
+                if (polling.pending() == 0) drained.complete(Unit) else polling.execute(this)
             }
         }
         try {
-            d.execute(check)
+            polling.execute(check)
             drained.get(DRAIN_SECONDS, TimeUnit.SECONDS)
         } catch (_: RejectedExecutionException) {
             // the dispatcher already stopped (it failed): close() frees what is left

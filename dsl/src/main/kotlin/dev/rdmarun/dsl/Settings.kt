@@ -1,6 +1,8 @@
 package dev.rdmarun.dsl
 
+import dev.rdmarun.runtime.Access
 import dev.rdmarun.runtime.IdleMode
+import dev.rdmarun.runtime.engine.EngineConfig
 import kotlin.time.Duration
 import kotlin.time.Duration.Companion.seconds
 import kotlinx.serialization.Serializable
@@ -22,17 +24,34 @@ enum class CompletionMode(val idleMode: IdleMode) {
     EVENT(IdleMode.EVENT),
 }
 
-/** Remote access this side's buffers grant the peer, when a scenario states it explicitly with `remoteAccess(...)`. */
+/** What the peer may do to this side's data buffers, as `remoteAccess(...)` declares it (default: nothing). */
 @Serializable
-enum class RemoteAccess { WRITE, READ, ATOMIC }
+enum class RemoteAccess(val access: Access) {
+    /** The peer may write() and writeWithImm() into them. */
+    WRITE(Access.REMOTE_WRITE),
+
+    /** The peer may read() them. */
+    READ(Access.REMOTE_READ),
+
+    /** The peer may run compareAndSwap() and fetchAndAdd() on them. */
+    ATOMIC(Access.REMOTE_ATOMIC),
+    ;
+
+    companion object {
+        /** The declaration that grants [access], for sentences. */
+        fun granting(access: Access): RemoteAccess = entries.first { it.access == access }
+    }
+}
 
 /**
  * Everything a scenario can set before `connect(peer)`, with safe defaults: one RC QP on port 1 of
  * the first device, the automatic RoCE v2 GID, a shared CQ, one 4 KiB buffer per QP, 64-deep
- * queues, every work request signaled, rnr_retry 7 (retry forever), busy polling.
+ * queues, an inbox of 1024 messages, every work request signaled, rnr_retry 7 (retry forever),
+ * busy polling, and no remote access to this side's buffers.
  *
  * [device], [port], [gidIndex], [completionMode] and [timeout] are local choices (peers may use
- * different devices); everything else is part of the scenario and must match the peer's.
+ * different devices); [remoteAccess] is this side's grant, which the peer learns in the handshake;
+ * everything else is part of the scenario and must match the peer's.
  */
 @Serializable
 data class ScenarioSettings(
@@ -51,24 +70,29 @@ data class ScenarioSettings(
     val sendDepth: Int = 64,
     /** Receives posted per QP; the peer may have this many messages outstanding on a QP. */
     val recvDepth: Int = 64,
+    /** Messages per QP held for a later receive() (copied out of their receive slot, which is posted again). */
+    val inboxDepth: Int = 1024,
     /** Path MTU cap in bytes (256..4096); null: the smaller of both ports' active MTU. */
     val mtu: Int? = null,
     /** Sends and writes up to this many bytes are posted inline (0: never). */
     val inlineThreshold: Int = 0,
-    /** Post-without-wait operations are posted in groups of this many, the last one signaled. */
+    /** One work request in this many is signaled (asks for a completion); awaits signal the rest as needed. */
     val signalEvery: Int = 1,
     val rnrRetry: Int = 7,
     val retryCount: Int = 7,
     /** Local ACK timeout exponent: 4.096 us * 2^retryTimeout. */
     val retryTimeout: Int = 14,
     val completionMode: CompletionMode = CompletionMode.BUSY,
-    /** null: derived from the operations of the scenario (least privilege). */
-    val remoteAccess: Set<RemoteAccess>? = null,
-    /** Bound on control-path waits: accepting/connecting, the handshake, a silent peer, credits. */
+    /** What the peer may do to this side's data buffers; registered exactly so. */
+    val remoteAccess: Set<RemoteAccess> = emptySet(),
+    /** Bound on every wait: accepting/connecting, the handshake, and any wait during which the peer makes no progress. */
     val timeout: Duration = 30.seconds,
 ) {
     /** Bytes of one QP's data region. */
     val dataBytes: Long get() = bufferSize.toLong() * bufferCount
+
+    /** The engine's shape for each QP. */
+    fun engineConfig(): EngineConfig = EngineConfig(bufferSize, bufferCount, sendDepth, recvDepth, inboxDepth, signalEvery, inlineThreshold)
 
     /** The settings both peers must agree on: what goes into the scenario fingerprint. */
     internal fun shared(): Map<String, String> = linkedMapOf(
@@ -77,6 +101,7 @@ data class ScenarioSettings(
         "bufferCount" to bufferCount.toString(),
         "sendDepth" to sendDepth.toString(),
         "recvDepth" to recvDepth.toString(),
+        "inboxDepth" to inboxDepth.toString(),
         "mtu" to (mtu?.toString() ?: "auto"),
         "inlineThreshold" to inlineThreshold.toString(),
         "signalEvery" to signalEvery.toString(),
@@ -84,7 +109,6 @@ data class ScenarioSettings(
         "rnrRetry" to rnrRetry.toString(),
         "retryCount" to retryCount.toString(),
         "retryTimeout" to retryTimeout.toString(),
-        "remoteAccess" to (remoteAccess?.sorted()?.joinToString(",") ?: "derived"),
     )
 }
 

@@ -3,6 +3,7 @@ package dev.rdmarun.dsl
 import dev.rdmarun.runtime.DeviceAttributes
 import dev.rdmarun.runtime.PortAttributes
 import dev.rdmarun.runtime.VerbsException
+import dev.rdmarun.runtime.engine.EngineException
 
 /**
  * A scenario that cannot run as written, or a peer that does not match: one sentence saying what
@@ -20,12 +21,13 @@ class PeerException(message: String, cause: Throwable? = null) : ScenarioExcepti
 fun describeFailure(t: Throwable): String = when (t) {
     is ScenarioException -> t.describe()
     is VerbsException -> t.describe()
+    is EngineException -> if (t.hint() == null) t.message.orEmpty() else "${t.message}\n  hint: ${t.hint()}"
     else -> t.message ?: t.toString()
 }
 
 /**
- * Checks of a plan, in three stages: settings alone ([checkSettings], as each setting is made),
- * the whole plan ([checkPlan]), and the plan against a device ([checkDevice]; the device is
+ * Checks of a scenario's settings, in two stages: the settings alone ([checkSettings], at
+ * `connect` before any device is touched), and against a device ([checkDevice]; the device is
  * given as values, so all of it is testable without RDMA hardware).
  */
 object Validation {
@@ -40,6 +42,7 @@ object Validation {
         if (s.bufferCount < 1) fail("bufferCount(${s.bufferCount}): each QP needs at least 1 buffer")
         if (s.sendDepth < 1) fail("sendDepth(${s.sendDepth}): the send queue needs at least 1 entry")
         if (s.recvDepth < 1) fail("recvDepth(${s.recvDepth}): the receive queue needs at least 1 entry")
+        if (s.inboxDepth < 0) fail("inboxDepth(${s.inboxDepth}) cannot be negative")
         s.mtu?.let { if (it !in MTUS) fail("mtu($it): the MTU must be 256, 512, 1024, 2048 or 4096") }
         if (s.inlineThreshold < 0) fail("inlineThreshold(${s.inlineThreshold}) cannot be negative")
         if (s.signalEvery !in 1..s.sendDepth) {
@@ -49,28 +52,6 @@ object Validation {
         if (s.retryCount !in 0..7) fail("retry(count = ${s.retryCount}) must be 0..7")
         if (s.retryTimeout !in 0..31) fail("retry(timeout = ${s.retryTimeout}) must be 0..31")
         if (!s.timeout.isPositive()) fail("timeout(${s.timeout}) must be positive")
-    }
-
-    /** Checks that need the whole plan but no device. */
-    fun checkPlan(plan: ScenarioPlan) {
-        checkSettings(plan.settings)
-        for (role in Role.entries) {
-            val receives = plan.uses(role, OpKind.RECEIVE)
-            val peerSends = plan.opsOf(role.other).any { it.kind.consumesPeerReceive }
-            if (receives && !peerSends) {
-                throw ScenarioException("the ${role.label} calls receive() but the ${role.other.label} never sends " +
-                    "(send, sendWithImm or writeWithImm), so it would wait forever")
-            }
-        }
-        val explicit = plan.settings.remoteAccess ?: return
-        for (op in plan.ops) {
-            val needed = op.kind.peerAccess ?: continue
-            val granted = explicit.map { with(AccessPlan) { it.toAccess() } }
-            if (needed !in granted) {
-                val grant = if (explicit.isEmpty()) "nothing" else explicit.sorted().joinToString(", ")
-                throw ScenarioException("${op.kind.label}() needs $needed on the peer's buffers, but remoteAccess($grant) does not grant it")
-            }
-        }
     }
 
     /**
@@ -98,9 +79,9 @@ object Validation {
         if (java.lang.Long.compareUnsigned(slots, a.maxMrSize) > 0) {
             fail("the receive slots of a QP ($slots bytes = recvDepth ${s.recvDepth} x bufferSize ${s.bufferSize}) exceed max_mr_size $maxMr of $name")
         }
-        if (s.sendDepth + 1 > a.maxQpWr) fail("sendDepth(${s.sendDepth}) plus the DSL's credit slot exceeds max_qp_wr ${a.maxQpWr} of $name")
+        if (s.sendDepth + 1 > a.maxQpWr) fail("sendDepth(${s.sendDepth}) plus the engine's credit slot exceeds max_qp_wr ${a.maxQpWr} of $name")
         if (s.recvDepth > a.maxQpWr) fail("recvDepth(${s.recvDepth}) exceeds max_qp_wr ${a.maxQpWr} of $name")
-        val perQp = s.sendDepth + 1L + s.recvDepth
+        val perQp = s.engineConfig().completionQueueEntries().toLong()
         val cqEntries = if (s.cqMode == CqMode.SHARED) perQp * s.qps else perQp
         if (cqEntries > a.maxCqe) {
             val fix = if (s.cqMode == CqMode.SHARED) "use perQpCq() or smaller queue depths" else "use smaller queue depths"
@@ -108,18 +89,17 @@ object Validation {
         }
         val cqs = if (s.cqMode == CqMode.SHARED) 1 else s.qps
         if (cqs > a.maxCq) fail("perQpCq() with ${s.qps} QPs needs $cqs CQs but max_cq of $name is ${a.maxCq}: use sharedCq()")
-        val mrs = 2L * s.qps + 1
+        val mrs = 2L * s.qps + 1 // data and receive region per QP, one for the credit words
         if (mrs > a.maxMr) fail("${s.qps} QPs need up to $mrs memory regions but max_mr of $name is ${a.maxMr}")
-        plan.ops.firstOrNull { it.kind.isAtomic }?.let {
-            if (a.atomicCap == DeviceAttributes.AtomicCapability.NONE) {
-                fail("${it.kind.label}() needs atomic operations, but $name reports atomic_cap NONE")
-            }
+        if (RemoteAccess.ATOMIC in s.remoteAccess && a.atomicCap == DeviceAttributes.AtomicCapability.NONE) {
+            fail("remoteAccess(ATOMIC) needs atomic operations, but $name reports atomic_cap NONE")
         }
         if (port != null) {
             val p = port(name)
             if (p.state() != PortAttributes.PortState.ACTIVE) fail("port ${s.port} of $name is ${p.state()}, not ACTIVE (check the link and `rdma link`)")
-            val largest = plan.ops.filter { it.kind.isSendQueue }.maxOfOrNull { it.size } ?: 0
-            if (largest > p.maxMessageSize()) fail("a ${largest}-byte operation exceeds max_msg_sz ${p.maxMessageSize()} of $name port ${s.port}")
+            if (s.bufferSize > p.maxMessageSize()) {
+                fail("bufferSize(${s.bufferSize}) exceeds max_msg_sz ${p.maxMessageSize()} of $name port ${s.port}: a message of a whole buffer could not be sent")
+            }
         }
         return name
     }

@@ -1,28 +1,32 @@
 package dev.rdmarun.dsl
 
 import dev.rdmarun.runtime.DeviceList
-import dev.rdmarun.runtime.soft.SoftDevice
+import dev.rdmarun.runtime.engine.EngineException
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
+import io.kotest.matchers.longs.shouldBeLessThanOrEqual
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
+import io.kotest.matchers.types.shouldBeInstanceOf
 import java.lang.foreign.ValueLayout
 import java.net.ServerSocket
+import kotlin.time.Duration.Companion.seconds
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
 import kotlinx.coroutines.coroutineScope
 
 /**
- * Whole scenarios, both peers in this JVM: every operation kind, credits under rnr_retry 0, a
- * failure on one side. One suite, two providers: it runs on soft0 in every build and, where the
- * kernel has an RDMA device, on that one too (rxe0 in the Soft-RoCE VM, where RDMA_TEST_DEVICE
- * picks it and RDMA_RUN_REQUIRE_DEVICE=1 turns a missing device into a failure).
+ * Whole scenarios, both peers in this JVM, written as a new user would write them: any Kotlin
+ * between the operations, branches on the role, the QP index and received data. One suite, two
+ * providers: it runs on soft0 in every build and, where the kernel has an RDMA device, on that one
+ * too (rxe0 in the Soft-RoCE VM, where RDMA_TEST_DEVICE picks it and RDMA_RUN_REQUIRE_DEVICE=1
+ * turns a missing device into a failure).
  */
 class DeviceScenarioSpec : FunSpec({
     val devices: List<String> = DeviceList.open().use { list ->
         System.getenv("RDMA_TEST_DEVICE")?.let { listOf(it) }
-            ?: (listOf(SoftDevice.NAME) + list.kernelDevices().take(1).map { it.name() })
+            ?: (listOf("soft0") + list.kernelDevices().take(1).map { it.name() })
     }
     if (System.getenv("RDMA_RUN_REQUIRE_DEVICE") == "1") {
         DeviceList.open().use { list ->
@@ -33,13 +37,13 @@ class DeviceScenarioSpec : FunSpec({
     fun freePort() = ServerSocket(0).use { it.localPort }
 
     for (device in devices) {
-        /** Runs the scenario as server and client at once; returns both outcomes. */
-        suspend fun pair(block: (Peer) -> suspend ScenarioScope.() -> Unit): Pair<Result<ScenarioResult>, Result<ScenarioResult>> {
+        /** Runs the scenario as server and client at once, with [peer] set as a launcher sets it; returns both outcomes. */
+        suspend fun pair(parameters: Map<String, String> = emptyMap(), block: suspend ScenarioScope.() -> Unit): Pair<Result<ScenarioResult>, Result<ScenarioResult>> {
             val port = freePort()
-            val options = RdmaOptions(overrides = SettingsOverrides(device = device))
+            fun options(peer: Peer) = RdmaOptions(parameters = parameters, overrides = SettingsOverrides(device = device), peer = peer)
             return coroutineScope {
-                val server = async(Dispatchers.IO) { runCatching { runRdma(options, block(Peer.listen(port))) } }
-                val client = async(Dispatchers.IO) { runCatching { runRdma(options, block(Peer.connect("127.0.0.1", port))) } }
+                val server = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.listen(port)), block) } }
+                val client = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.connect("127.0.0.1", port)), block) } }
                 server.await() to client.await()
             }
         }
@@ -47,69 +51,68 @@ class DeviceScenarioSpec : FunSpec({
         test("every operation kind moves the right bytes, with signalEvery, inline data and per-QP CQs ($device)") {
             val seen = mutableListOf<String>() // both peers' dispatcher threads add: guarded below
             fun note(s: String) = synchronized(seen) { seen.add(s) }
-            val (server, client) = pair { peer ->
-                {
-                    qps(2)
-                    perQpCq()
-                    bufferSize(256)
-                    bufferCount(2)
-                    signalEvery(4)
-                    inlineThreshold(64)
-                    connect(peer)
-                    forEachQp {
-                        server {
-                            if (!planning) {
-                                buffer(0).fill(0)
-                                for (i in 8 until 256) buffer(0).set(ValueLayout.JAVA_BYTE, i.toLong(), (i + index).toByte())
-                            }
-                        }
+            val (server, client) = pair {
+                qps(2)
+                perQpCq()
+                bufferSize(256)
+                bufferCount(2)
+                signalEvery(4)
+                inlineThreshold(64)
+                if (isServer) remoteAccess(RemoteAccess.WRITE, RemoteAccess.READ, RemoteAccess.ATOMIC)
+                connect(peer)
+                forEachQp {
+                    if (isServer) {
+                        buffer(0).fill(0)
+                        for (i in 8 until 256) buffer(0).set(ValueLayout.JAVA_BYTE, i.toLong(), (i + index).toByte())
                     }
-                    barrier()
-                    forEachQp {
-                        client {
-                            if (!planning) for (i in 0 until 256) buffer(1).set(ValueLayout.JAVA_BYTE, i.toLong(), (255 - i).toByte())
-                            write(size = 256, buffer = 1, remoteBuffer = 1)
-                            read(size = 248, buffer = 0, remoteBuffer = 0) // bytes 0..247 of the server's buffer 0
-                            val first = fetchAndAdd(5, remoteOffset = 0, buffer = 0)
-                            val second = compareAndSwap(5, 42, remoteOffset = 0, buffer = 0)
-                            if (!planning) note("client QP $index atomics $first $second")
-                            sendWithImm(7 + index, size = 16)
-                            writeWithImm(100 + index, size = 32, buffer = 1, remoteBuffer = 1)
-                            repeat(10) { postWrite(size = 8, buffer = 1, remoteBuffer = 1) }
-                            awaitAll()
-                        }
-                        server {
-                            val a = receive()
-                            val b = receive()
-                            if (!planning) note("server QP $index got ${a.length}/${a.immediate} ${b.length}/${b.immediate} bytes=${b.bytes.size}")
-                        }
+                }
+                barrier()
+                forEachQp {
+                    client {
+                        for (i in 0 until 256) buffer(1).set(ValueLayout.JAVA_BYTE, i.toLong(), (255 - i).toByte())
+                        write(size = 256, buffer = 1, remoteBuffer = 1)
+                        read(size = 248, buffer = 0, remoteBuffer = 0) // bytes 0..247 of the server's buffer 0
+                        fetchAndAdd(5, remoteOffset = 0, buffer = 0)
+                        awaitCompletion().opcode shouldBe OpKind.WRITE
+                        awaitCompletion().bytes shouldBe 248
+                        val first = awaitCompletion()
+                        // Its result lands in buffer 0 too: post it once the first one's result was read.
+                        compareAndSwap(5, 42, remoteOffset = 0, buffer = 0)
+                        val second = awaitCompletion()
+                        note("client QP $index atomics ${first.opcode.label()} ${first.value} ${second.opcode.label()} ${second.value}")
+                        sendWithImm(7 + index, size = 16)
+                        writeWithImm(100 + index, size = 32, buffer = 1, remoteBuffer = 1)
+                        repeat(10) { write(size = 8, buffer = 1, remoteBuffer = 1) }
+                        awaitAll()
                     }
-                    barrier()
-                    forEachQp {
-                        server {
-                            if (!planning) {
-                                val word = buffer(0).get(ValueLayout.JAVA_LONG, 0)
-                                val written = (0 until 256).all { buffer(1).get(ValueLayout.JAVA_BYTE, it.toLong()) == (255 - it).toByte() }
-                                note("server QP $index word $word written $written")
-                            }
-                        }
-                        client {
-                            if (!planning) {
-                                val ok = (8 until 248).all { buffer(0).get(ValueLayout.JAVA_BYTE, it.toLong()) == (it + index).toByte() }
-                                note("client QP $index read $ok")
-                            }
-                        }
+                    server {
+                        val a = receive()
+                        val b = receive()
+                        note("server QP $index got ${a.length}/${a.immediate} ${b.length}/${b.immediate} bytes=${b.bytes.size}")
+                    }
+                }
+                barrier()
+                forEachQp {
+                    server {
+                        val word = buffer(0).get(ValueLayout.JAVA_LONG, 0)
+                        val written = (0 until 256).all { buffer(1).get(ValueLayout.JAVA_BYTE, it.toLong()) == (255 - it).toByte() }
+                        note("server QP $index word $word written $written")
+                    }
+                    client {
+                        val ok = (8 until 248).all { buffer(0).get(ValueLayout.JAVA_BYTE, it.toLong()) == (it + index).toByte() }
+                        note("client QP $index read $ok")
                     }
                 }
             }
             server.getOrThrow()
             val c = client.getOrThrow()
             seen.sorted() shouldContainExactly listOf(
-                "client QP 0 atomics 0 5", "client QP 0 read true", "client QP 1 atomics 0 5", "client QP 1 read true",
+                "client QP 0 atomics fetchAndAdd 0 compareAndSwap 5", "client QP 0 read true",
+                "client QP 1 atomics fetchAndAdd 0 compareAndSwap 5", "client QP 1 read true",
                 "server QP 0 got 16/7 32/100 bytes=0", "server QP 0 word 42 written true",
                 "server QP 1 got 16/8 32/101 bytes=0", "server QP 1 word 42 written true",
             )
-            // per QP: write, read, 2 atomics, sendWithImm, writeWithImm, 10 post-form writes
+            // per QP: write, read, 2 atomics, sendWithImm, writeWithImm, 10 writes
             c.qps.map { it.operations } shouldBe listOf(16L, 16L)
             c.total.bytesSent shouldBe 2L * (256 + 16 + 32 + 10 * 8)
         }
@@ -117,23 +120,18 @@ class DeviceScenarioSpec : FunSpec({
         for (mode in CompletionMode.entries) {
             test("a one-way stream of 600 messages over 8 receive slots never meets an empty queue ($mode, rnr_retry 0, $device)") {
                 val immediates = mutableListOf<Int>()
-                val (server, client) = pair { peer ->
-                    {
-                        recvDepth(8)
-                        rnrRetry(0) // any RNR NAK would fail the scenario at once
-                        completionMode(mode)
-                        connect(peer)
-                        qp(0) {
-                            client {
-                                repeat(600) { postSendWithImm(it, size = 64) }
-                                awaitAll()
-                            }
-                            server {
-                                repeat(600) {
-                                    val m = receive()
-                                    if (!planning) immediates.add(m.immediate!!)
-                                }
-                            }
+                val (server, client) = pair {
+                    recvDepth(8)
+                    inboxDepth(0) // only the receive slots: credits alone keep the sender from an RNR
+                    rnrRetry(0) // any RNR NAK would fail the scenario at once
+                    completionMode(mode)
+                    connect(peer)
+                    qp(0) {
+                        if (isClient) {
+                            repeat(600) { sendWithImm(it, size = 64) }
+                            awaitAll()
+                        } else {
+                            repeat(600) { immediates.add(receive().immediate!!) }
                         }
                     }
                 }
@@ -143,13 +141,198 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
-        test("a failure in one peer's block ends both, each with the cause ($device)") {
-            val (server, client) = pair { peer ->
-                {
-                    connect(peer)
-                    client { if (!planning) error("the client's check failed") }
-                    barrier()
+        test("forEachQp branches on the index: send, write, read and fetchAndAdd on different QPs ($device)") {
+            val got = sortedMapOf<String, String>()
+            fun note(k: String, v: String) = synchronized(got) { got[k] = v }
+            val (server, client) = pair {
+                qps(4)
+                bufferSize(64)
+                remoteAccess(RemoteAccess.WRITE, RemoteAccess.READ, RemoteAccess.ATOMIC)
+                connect(peer)
+                forEachQp { if (isServer) buffer().set(ValueLayout.JAVA_LONG, 8, 1000L + index) }
+                barrier()
+                client {
+                    forEachQp {
+                        when (index) {
+                            0 -> send("to QP 0".toByteArray())
+                            1 -> {
+                                buffer().set(ValueLayout.JAVA_LONG, 0, 77L)
+                                write(size = 8)
+                            }
+                            2 -> {
+                                read(size = 8, remoteOffset = 8)
+                                awaitCompletion()
+                                note("read on 2", buffer().get(ValueLayout.JAVA_LONG, 0).toString())
+                            }
+                            3 -> {
+                                fetchAndAdd(5, remoteOffset = 8)
+                                note("fetchAndAdd on 3", awaitCompletion().value.toString())
+                            }
+                        }
+                        awaitAll()
+                    }
                 }
+                server { qp(0) { note("server QP 0", receive().text()) } }
+                barrier()
+                server {
+                    qp(1) { note("server QP 1 word", buffer().get(ValueLayout.JAVA_LONG, 0).toString()) }
+                    qp(3) { note("server QP 3 word", buffer().get(ValueLayout.JAVA_LONG, 8).toString()) }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+            got shouldBe sortedMapOf(
+                "fetchAndAdd on 3" to "1003", "read on 2" to "1002", "server QP 0" to "to QP 0",
+                "server QP 1 word" to "77", "server QP 3 word" to "1008",
+            )
+        }
+
+        test("plain if on the role, and a loop that ends on a \"stop\" message ($device)") {
+            val (server, client) = pair {
+                connect(peer)
+                qp(0) {
+                    if (isClient) {
+                        for (i in 1..5) send("work $i".toByteArray())
+                        send("stop".toByteArray())
+                        awaitAll()
+                    } else {
+                        var jobs = 0
+                        while (receive().text() != "stop") jobs++
+                        send(jobs.toString().toByteArray())
+                    }
+                    if (isClient) receive().text() shouldBe "5"
+                }
+            }
+            server.getOrThrow().total.messagesReceived shouldBe 6
+            client.getOrThrow().total.messagesReceived shouldBe 1
+        }
+
+        test("10,000 inline 1-byte sends under signalEvery(16): each byte as written at its call, 1 in 16 signaled ($device)") {
+            val n = 10_000
+            var wrong = -1
+            val (server, client) = pair {
+                bufferSize(64)
+                inlineThreshold(64)
+                signalEvery(16)
+                sendDepth(64)
+                recvDepth(128)
+                connect(peer)
+                qp(0) {
+                    if (isClient) {
+                        for (i in 0 until n) {
+                            buffer().set(ValueLayout.JAVA_BYTE, 0, i.toByte()) // the next call overwrites it: inline copies it now
+                            send(size = 1)
+                        }
+                        awaitAll()
+                    } else {
+                        for (i in 0 until n) {
+                            val m = receive()
+                            if (m.bytes[0] != i.toByte() && wrong < 0) wrong = i
+                        }
+                    }
+                }
+            }
+            server.getOrThrow().total.messagesReceived shouldBe n.toLong()
+            wrong shouldBe -1
+            val c = client.getOrThrow().total
+            c.operations shouldBe n.toLong()
+            c.latency!!.count shouldBeLessThanOrEqual (n / 16).toLong() // one completion per signaled work request
+        }
+
+        test("8 QPs add to one word of the server; the final value is their sum ($device)") {
+            var word = 0L
+            val (server, client) = pair {
+                qps(8)
+                bufferSize(64)
+                if (isServer) remoteAccess(RemoteAccess.ATOMIC)
+                connect(peer)
+                client {
+                    forEachQp {
+                        repeat(100) { fetchAndAdd(index + 1L, remoteQp = 0, remoteOffset = 16) }
+                        awaitAll()
+                    }
+                }
+                barrier()
+                server { qp(0) { word = buffer().get(ValueLayout.JAVA_LONG, 16) } }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+            word shouldBe 100L * (1..8).sum()
+        }
+
+        test("an operation the peer did not grant fails at the call, naming the declaration ($device)") {
+            val (server, client) = pair {
+                qps(2)
+                timeout(5.seconds)
+                connect(peer)
+                client { qp(1) { write(size = 8) } }
+            }
+            val e = client.exceptionOrNull()
+            e.shouldBeInstanceOf<EngineException>()
+            e.message shouldBe "write() on QP 1 needs the server to declare remoteAccess(WRITE)"
+            server.exceptionOrNull()!!.message shouldContain "the client failed: write() on QP 1 needs the server to declare remoteAccess(WRITE)"
+        }
+
+        test("a receive the peer never answers ends with a sentence once the peer finished ($device)") {
+            val (server, client) = pair {
+                timeout(5.seconds)
+                connect(peer)
+                server { qp(0) { receive() } }
+            }
+            server.exceptionOrNull()!!.message shouldBe
+                "the client finished without sending the message that the server waits for in receive() on QP 0"
+            client.exceptionOrNull()!!.message shouldContain "the server failed: the client finished without sending"
+        }
+
+        test("both sides receiving first end within the timeout, each saying so ($device)") {
+            val (server, client) = pair {
+                timeout(2.seconds)
+                connect(peer)
+                qp(0) { receive() }
+            }
+            val messages = listOfNotNull(server.exceptionOrNull()?.message, client.exceptionOrNull()?.message)
+            // The first side to give up names the deadlock; the other hears it from the peer.
+            messages.any {
+                it.contains("waited 2s for a message in receive() on QP 0") && it.contains("waits too, in receive() on QP 0: both sides wait to receive")
+            } shouldBe true
+            server.isFailure shouldBe true
+            client.isFailure shouldBe true
+        }
+
+        test("a full inbox ends the sender's wait with a sentence naming the messages nobody received ($device)") {
+            val (server, client) = pair {
+                recvDepth(4)
+                inboxDepth(4)
+                timeout(2.seconds)
+                connect(peer)
+                client { qp(0) { repeat(20) { send(size = 8) } } }
+                server { qp(0) { receive() } }
+                barrier()
+            }
+            client.exceptionOrNull()!!.message shouldContain
+                "the client waited 2s for a free receive at the peer to send() on QP 0; the server holds"
+            client.exceptionOrNull()!!.message shouldContain "that no receive() took (its inbox is full)"
+            server.isFailure shouldBe true
+        }
+
+        test("the design card runs as written: messages nobody receives are counted ($device)") {
+            val (server, client) = pair(mapOf("iterations" to "50")) {
+                qps(4)
+                connect(peer)
+                forEachQp { repeat { send(); awaitCompletion() } }
+            }
+            for (side in listOf(server.getOrThrow(), client.getOrThrow())) {
+                side.total.operations shouldBe 200
+                side.total.messagesReceived shouldBe 200
+                side.total.messagesNotReceived shouldBe 200
+            }
+        }
+
+        test("a failure in one peer's block ends both, each with the cause ($device)") {
+            val (server, client) = pair {
+                connect(peer)
+                client { error("the client's check failed") }
+                barrier()
             }
             client.exceptionOrNull()!!.message shouldBe "the client's check failed"
             val e = shouldThrow<PeerException> { server.getOrThrow() }

@@ -38,20 +38,38 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     private static final int SPINS_BEFORE_SLEEP = 64;
     private static final long JOIN_TIMEOUT_MS = 10_000;
 
+    /**
+     * Work the dispatcher thread does on every round besides polling: conditions that change
+     * without a completion (a credit word the peer writes) and deadlines. Agrona's Agent, in short.
+     */
+    public interface Agent {
+        /** Runs once per round on the dispatcher thread; returns how much work it did (0: none). */
+        int doWork();
+
+        /**
+         * The longest an EVENT-mode dispatcher may sleep before calling {@link #doWork} again, in
+         * milliseconds; negative: until the next completion or task.
+         */
+        default long maxSleepMillis() {
+            return -1;
+        }
+    }
+
     /** What to do with a completion whose wr_id names no pending operation. */
     public interface UnmatchedCompletionHandler {
         void onUnmatched(WorkCompletions completions, int index);
     }
 
-    private final IdleMode mode;
-    private final CompletionChannel channel;
+    private volatile IdleMode mode;
+    private CompletionChannel channel;
     private final Thread thread;
     private final CompletionSlots slots = new CompletionSlots(256);
     private final WorkCompletions completions = new WorkCompletions(BATCH);
     private final List<CompletionQueue> cqs = new ArrayList<>();
+    private final List<Agent> agents = new ArrayList<>();
     private final ArrayDeque<Runnable> localTasks = new ArrayDeque<>();
     private final ConcurrentLinkedQueue<Runnable> remoteTasks = new ConcurrentLinkedQueue<>();
-    private final IdleStrategy idle;
+    private IdleStrategy idle;
     private volatile UnmatchedCompletionHandler unmatched = (c, i) -> { };
     private volatile boolean running = true;
     private volatile boolean sleeping;
@@ -69,18 +87,14 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     private PollingDispatcher(String name, IdleMode mode, CompletionChannel channel) {
         this.mode = mode;
         this.channel = channel;
-        this.idle = switch (mode) {
-            case BUSY_SPIN -> new BusySpinIdleStrategy();
-            case BACKOFF -> new BackoffIdleStrategy(100, 10, TimeUnit.MICROSECONDS.toNanos(1),
-                    TimeUnit.MILLISECONDS.toNanos(1));
-            case EVENT -> new BusySpinIdleStrategy();
-        };
+        this.idle = idleStrategy(mode);
         this.pollFds = arena.allocate(LibC.POLLFD, 2);
         this.eventValue = arena.allocate(JAVA_LONG);
         this.one = arena.allocate(JAVA_LONG);
         one.set(JAVA_LONG, 0, 1L);
         this.errno = new Errno(arena);
-        this.wakeFd = mode == IdleMode.EVENT ? createEventFd() : -1;
+        // Always: the mode can become EVENT later (setIdleMode).
+        this.wakeFd = createEventFd();
         this.thread = Thread.ofPlatform().name(name).daemon(true).unstarted(this::loop);
     }
 
@@ -94,8 +108,28 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
         return d;
     }
 
+    private static IdleStrategy idleStrategy(IdleMode mode) {
+        return switch (mode) {
+            case BUSY_SPIN, EVENT -> new BusySpinIdleStrategy();
+            case BACKOFF -> new BackoffIdleStrategy(100, 10, TimeUnit.MICROSECONDS.toNanos(1),
+                    TimeUnit.MILLISECONDS.toNanos(1));
+        };
+    }
+
     public IdleMode mode() {
         return mode;
+    }
+
+    /**
+     * Changes the idle mode (and EVENT mode's channel) while no CQ is polled yet: a scenario's
+     * thread starts before its settings, and so its mode, are known. Dispatcher thread only.
+     */
+    public void setIdleMode(IdleMode mode, CompletionChannel channel) {
+        checkThread();
+        if (!cqs.isEmpty()) throw new IllegalStateException("set the idle mode before adding completion queues");
+        this.channel = channel;
+        this.idle = idleStrategy(mode);
+        this.mode = mode;
     }
 
     public boolean isDispatcherThread() {
@@ -113,6 +147,18 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
             throw new IllegalArgumentException("in EVENT mode every CQ must use the dispatcher's completion channel");
         }
         if (!cqs.contains(cq)) cqs.add(cq);
+    }
+
+    /** Runs this agent on every round from now on. Dispatcher thread only. */
+    public void addAgent(Agent agent) {
+        checkThread();
+        if (!agents.contains(agent)) agents.add(agent);
+    }
+
+    /** Stops running this agent. Dispatcher thread only. */
+    public void removeAgent(Agent agent) {
+        checkThread();
+        agents.remove(agent);
     }
 
     /** Stops polling this CQ. Dispatcher thread only. */
@@ -172,7 +218,7 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
         int emptyPolls = 0;
         try {
             while (running) {
-                int work = runTasks() + pollAll();
+                int work = runTasks() + pollAll() + runAgents();
                 if (work > 0) {
                     emptyPolls = 0;
                     idle.reset();
@@ -208,6 +254,29 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
             n++;
         }
         return n;
+    }
+
+    private int runAgents() {
+        int n = 0;
+        for (int i = 0; i < agents.size(); i++) {
+            try {
+                n += agents.get(i).doWork();
+            } catch (RuntimeException e) {
+                Thread t = Thread.currentThread();
+                t.getUncaughtExceptionHandler().uncaughtException(t, e);
+            }
+        }
+        return n;
+    }
+
+    /** The shortest sleep any agent asks for, in ms; -1: none asks. */
+    private int agentSleepMillis() {
+        long min = -1;
+        for (int i = 0; i < agents.size(); i++) {
+            long m = agents.get(i).maxSleepMillis();
+            if (m >= 0 && (min < 0 || m < min)) min = m;
+        }
+        return (int) Math.min(min, Integer.MAX_VALUE);
     }
 
     private static void runTask(Runnable task) {
@@ -253,7 +322,7 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
             if (channel != null) setPollFd(nfds++, channel.fd());
             setPollFd(nfds++, wakeFd);
             // A failed poll (EINTR: a signal) is a wake-up like any other: the loop polls the CQs again.
-            int unused = (int) LibC.POLL.invokeExact(pollFds, (long) nfds, -1);
+            int unused = (int) LibC.POLL.invokeExact(pollFds, (long) nfds, agentSleepMillis());
         } finally {
             sleeping = false;
         }

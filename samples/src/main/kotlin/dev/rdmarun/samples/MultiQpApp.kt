@@ -3,6 +3,7 @@ package dev.rdmarun.samples
 import dev.rdmarun.dsl.CompletionMode
 import dev.rdmarun.dsl.Peer
 import dev.rdmarun.dsl.RdmaOptions
+import dev.rdmarun.dsl.RemoteAccess
 import dev.rdmarun.dsl.ScenarioScope
 import dev.rdmarun.dsl.SettingsOverrides
 import dev.rdmarun.dsl.describeFailure
@@ -79,8 +80,9 @@ private fun scenario(o: Options, problems: MutableList<String>, verified: IntArr
     bufferSize(o.size)
     completionMode(o.mode)
     timeout(o.timeoutSeconds.seconds)
+    remoteAccess(RemoteAccess.WRITE) // the client writes into the server's buffers (step 2)
     connect(o.peer)
-    if (!planning) println("multi-qp-app: connected to the peer, ${o.qps} QPs in RTS")
+    println("multi-qp-app: connected to the peer, ${o.qps} QPs in RTS")
 
     // 1. one message per QP each way
     forEachQp {
@@ -94,10 +96,8 @@ private fun scenario(o: Options, problems: MutableList<String>, verified: IntArr
             from = "server"
         }
         val message = receive()
-        if (!planning) {
-            val expected = "hello from $from on QP $index"
-            if (message.text() == expected) verified[0]++ else problems.add("QP $index received '${message.text()}', expected '$expected'")
-        }
+        val expected = "hello from $from on QP $index"
+        if (message.text() == expected) verified[0]++ else problems.add("QP $index received '${message.text()}', expected '$expected'")
     }
     barrier()
 
@@ -105,7 +105,7 @@ private fun scenario(o: Options, problems: MutableList<String>, verified: IntArr
     client {
         forEachQp {
             repeat(o.iterations) {
-                postWrite()
+                write()
                 if (outstanding >= 16) awaitCompletion()
             }
             awaitAll()

@@ -92,7 +92,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Bound on control-path waits: connecting, the handshake, a silent peer (e.g. 30s, 2m, 500ms; default: the scenario's, else 30s)")
         .convert { text -> usage { parseTimeout(text) } }
-    private val check by option("--check", help = "Only compile, plan and validate the scenario and print its plan; touches no device").flag()
+    private val check by option("--check",
+        help = "Only compile the script and run it up to connect(peer): validate the settings and print what connect would create; touches no device")
+        .flag()
     private val debugFlag by option("--debug", help = "On errors, print the stack trace too; say whether the compiled script came from the cache").flag()
 
     override val debugOption get() = debugFlag
@@ -112,6 +114,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val options = RdmaOptions(
             parameters = parameters.toMap(),
             overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
+            scenarioSource = script.readText(), // both peers must run the same script: its digest is in the fingerprint
         )
         val given = mode
         val withPeer = options.copy(peer = (given as? Mode.Side)?.peer)
@@ -142,10 +145,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     }
 
     /** Evaluates the script once with these defaults on the calling thread; returns what it threw, if anything. */
-    private fun evaluate(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions, planOnly: Boolean = false,
+    private fun evaluate(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions, checkOnly: Boolean = false,
                          onResult: ((ScenarioResult) -> Unit)? = null): Throwable? =
         try {
-            RdmaDefaults.forThisThread(options, planOnly, onResult) { host.run(compiled) }
+            RdmaDefaults.forThisThread(options, checkOnly, onResult) { host.run(compiled) }
             null
         } catch (e: ScriptFailedException) {
             e.cause ?: e
@@ -153,7 +156,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     private fun check(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
         var plans = 0
-        val failure = evaluate(host, compiled, options.copy(onPlan = { plans++; say(it.describe()) }), planOnly = true)
+        val failure = evaluate(host, compiled, options.copy(onPlan = { plans++; say(it.describe()) }), checkOnly = true)
         if (failure != null) throw CommandFailure(describeFailure(failure), 1, failure)
         if (plans == 0) say("rdma-run ${script.name}: the script ran no rdma { } scenario", err = true)
     }

@@ -1,0 +1,309 @@
+package dev.rdmarun.dsl
+
+import dev.rdmarun.runtime.engine.QpEngine
+import java.lang.foreign.MemorySegment
+import java.lang.foreign.ValueLayout
+import kotlin.coroutines.Continuation
+import kotlin.coroutines.intrinsics.COROUTINE_SUSPENDED
+import kotlin.coroutines.intrinsics.intercepted
+import kotlin.coroutines.intrinsics.suspendCoroutineUninterceptedOrReturn
+import kotlin.coroutines.resume
+import kotlin.coroutines.resumeWithException
+
+/**
+ * One QP's coroutine layer over its [QpEngine]: each operation posts through the engine and, when
+ * the engine says it has to wait, parks the calling coroutine until the engine reports progress
+ * (or the wait's deadline passes). Everything runs on the scenario's dispatcher thread.
+ *
+ * A parked coroutine is the caller's own continuation, resumed through the dispatcher's task
+ * queue: one reusable continuation per QP, no object per wait.
+ */
+internal class QpDriver(private val session: Session, val engine: QpEngine) : QpScope, QpEngine.Listener {
+    override val index: Int = engine.index()
+    val counters = QpCounters(engine.stats())
+
+    private var waiter: Continuation<Any?>? = null
+    private var waitKind = NONE
+    private var waitTarget = 0L
+    private var waitOp = OpKind.SEND
+    private var waitSince = 0L
+    private var lastCompletion: Completion? = null
+
+    /** What this QP waits for now, for the peer's sentences (read by the heartbeat thread). */
+    @Volatile
+    var waitingFor: String? = null
+        private set
+
+    private val describeWait = arrayOf(
+        "",
+        "receive() on QP $index",
+        "a credit to send on QP $index",
+        "room in the send queue of QP $index",
+        "awaitCompletion() on QP $index",
+        "the work posted on QP $index",
+        "a credit update on QP $index",
+    )
+
+    init {
+        engine.setListener(this)
+    }
+
+    val messagesWaiting: Int get() = engine.messagesWaiting()
+    val inboxFull: Boolean get() = engine.inboxFull()
+
+    // ---- scope ----
+
+    override val isServer: Boolean get() = session.role == Role.SERVER
+    override val isClient: Boolean get() = session.role == Role.CLIENT
+    override fun param(name: String, default: String) = session.parameter(name) ?: default
+
+    override suspend fun server(block: suspend QpScope.() -> Unit) {
+        if (isServer) block()
+    }
+
+    override suspend fun client(block: suspend QpScope.() -> Unit) {
+        if (isClient) block()
+    }
+
+    override fun buffer(i: Int): MemorySegment {
+        val s = session.settings
+        if (i !in 0 until s.bufferCount) throw ScenarioException("buffer($i) on QP $index is outside 0..${s.bufferCount - 1} (bufferCount ${s.bufferCount})")
+        return engine.dataRegion().segment().asSlice(i.toLong() * s.bufferSize, s.bufferSize.toLong())
+    }
+
+    // ---- posting ----
+
+    private fun stopped() {
+        session.failure?.let { throw it }
+    }
+
+    /** Posts, or parks until the engine can take it; the fast path is not a coroutine frame (nothing allocated). */
+    private suspend fun post(kind: OpKind, size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long, imm: Int, a: Long, b: Long) {
+        stopped()
+        val seq = engine.post(kind, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, a, b)
+        if (seq > 0) return
+        return postAfterWaiting(kind, seq, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, a, b)
+    }
+
+    private suspend fun postAfterWaiting(kind: OpKind, firstBlock: Long, size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int,
+                                         remoteOffset: Long, imm: Int, a: Long, b: Long) {
+        var blocked = firstBlock
+        while (true) {
+            awaitRoom(kind, blocked)
+            stopped()
+            val seq = engine.post(kind, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, a, b)
+            if (seq > 0) return
+            blocked = seq
+        }
+    }
+
+    private suspend fun awaitRoom(kind: OpKind, blocked: Long): Unit = suspendCoroutineUninterceptedOrReturn { c ->
+        waitOp = kind
+        if (blocked == QpEngine.BLOCKED_ON_WINDOW) {
+            engine.requestCompletionOf(engine.completedThrough() + 1)
+            park(c, WINDOW, 0)
+        } else {
+            park(c, CREDIT, 0)
+        }
+    }
+
+    override suspend fun send(size: Int, buffer: Int) = post(OpKind.SEND, size, buffer, index, 0, 0, 0, 0, 0)
+
+    override suspend fun send(payload: ByteArray, buffer: Int) {
+        val target = buffer(buffer)
+        if (payload.size > target.byteSize()) {
+            throw ScenarioException("send(payload) of ${payload.size} bytes on QP $index is larger than bufferSize ${target.byteSize()}")
+        }
+        MemorySegment.copy(payload, 0, target, ValueLayout.JAVA_BYTE, 0, payload.size)
+        post(OpKind.SEND, payload.size, buffer, index, 0, 0, 0, 0, 0)
+    }
+
+    override suspend fun sendWithImm(imm: Int, size: Int, buffer: Int) = post(OpKind.SEND_WITH_IMM, size, buffer, index, 0, 0, imm, 0, 0)
+
+    override suspend fun write(size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long) =
+        post(OpKind.WRITE, size, buffer, remoteQp, remoteBuffer, remoteOffset, 0, 0, 0)
+
+    override suspend fun writeWithImm(imm: Int, size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long) =
+        post(OpKind.WRITE_WITH_IMM, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, 0, 0)
+
+    override suspend fun read(size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long) =
+        post(OpKind.READ, size, buffer, remoteQp, remoteBuffer, remoteOffset, 0, 0, 0)
+
+    override suspend fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long, buffer: Int) =
+        post(OpKind.COMPARE_AND_SWAP, 8, buffer, remoteQp, remoteBuffer, remoteOffset, 0, compare, swap)
+
+    override suspend fun fetchAndAdd(add: Long, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long, buffer: Int) =
+        post(OpKind.FETCH_AND_ADD, 8, buffer, remoteQp, remoteBuffer, remoteOffset, 0, add, 0)
+
+    // ---- completions ----
+
+    override val outstanding: Int get() = engine.outstanding()
+
+    override suspend fun awaitCompletion(): Completion {
+        stopped()
+        val seq = engine.nextToAwait()
+        if (seq == 0L) throw ScenarioException("awaitCompletion() on QP $index: no work request is outstanding (each one posted was awaited already)")
+        if (engine.completedThrough() >= seq) {
+            engine.markAwaited(seq)
+            return completionOf(seq)
+        }
+        engine.requestCompletionOf(seq)
+        return suspendCoroutineUninterceptedOrReturn { c -> park(c, COMPLETION, seq) }
+    }
+
+    override suspend fun awaitCompletions(n: Int): Completion {
+        if (n < 1) throw ScenarioException("awaitCompletions($n) on QP $index: n must be at least 1")
+        var last: Completion? = null
+        for (i in 0 until n) last = awaitCompletion()
+        return last!!
+    }
+
+    override suspend fun awaitAll() = awaitThrough(COMPLETED_ALL)
+
+    /** Waits until everything posted so far has completed. */
+    private suspend fun awaitThrough(kind: Int) {
+        stopped()
+        val target = engine.posted()
+        if (engine.completedThrough() >= target) {
+            engine.markAwaited(target)
+            return
+        }
+        engine.requestCompletionOf(target)
+        return suspendCoroutineUninterceptedOrReturn { c -> park(c, kind, target) }
+    }
+
+    /** The end of the scenario, or a barrier: this QP's work completes first. */
+    suspend fun awaitEverything() = awaitThrough(COMPLETED_ALL)
+
+    /** Waits until no credit write of this QP is in flight (end of the scenario). */
+    suspend fun awaitCreditIdle() {
+        if (!engine.creditWriteInFlight()) return
+        return suspendCoroutineUninterceptedOrReturn { c -> park(c, CREDIT_IDLE, 0) }
+    }
+
+    private fun completionOf(seq: Long): Completion {
+        val kind = engine.kindOf(seq)
+        val bytes = engine.sizeOf(seq)
+        val value = engine.resultOf(seq)
+        val last = lastCompletion
+        // Completions are values: the same one again (a loop's) is the same object, not a new one.
+        if (last != null && last.opcode == kind && last.bytes == bytes && last.value == value) return last
+        return Completion(index, kind, bytes, value).also { lastCompletion = it }
+    }
+
+    // ---- receiving ----
+
+    override suspend fun receive(): Message {
+        stopped()
+        if (engine.hasMessage()) return takeMessage()
+        return suspendCoroutineUninterceptedOrReturn { c -> park(c, MESSAGE, 0) }
+    }
+
+    private fun takeMessage(): Message {
+        val length = engine.messageLength()
+        val imm = if (engine.messageHasImmediate()) engine.messageImmediate() else null
+        val bytes = if (engine.messageIsWrite() || length == 0) EMPTY else ByteArray(length).also { engine.copyMessage(it, 0) }
+        engine.releaseMessage()
+        return Message(index, length, imm, bytes)
+    }
+
+    override suspend fun <T> measure(name: String, block: suspend () -> T): T {
+        val t0 = System.nanoTime()
+        val result = block()
+        counters.recordSection(name, System.nanoTime() - t0)
+        return result
+    }
+
+    // ---- parking and waking ----
+
+    private fun park(c: Continuation<*>, kind: Int, target: Long): Any {
+        if (waiter != null) {
+            throw ScenarioException("two coroutines wait on QP $index at once (${describeWait[waitKind]} and ${describeWait[kind]}): " +
+                "give each QP one coroutine, as forEachQp { } does")
+        }
+        @Suppress("UNCHECKED_CAST")
+        waiter = c as Continuation<Any?>
+        waitKind = kind
+        waitTarget = target
+        waitSince = System.nanoTime()
+        waitingFor = describeWait[kind]
+        session.parked(kind == CREDIT)
+        return COROUTINE_SUSPENDED
+    }
+
+    private fun unpark(): Continuation<Any?> {
+        val c = waiter!!
+        session.unparked(waitKind == CREDIT)
+        waiter = null
+        waitKind = NONE
+        waitingFor = null
+        return c
+    }
+
+    override fun onProgress(engine: QpEngine) {
+        engine.failure()?.let { session.fail(it) }
+        tryResume()
+    }
+
+    /** Resumes the parked coroutine when its condition holds; true if it did. */
+    private fun tryResume(): Boolean {
+        if (waiter == null) return false
+        val value: Any = when (waitKind) {
+            CREDIT, WINDOW -> if (engine.blockedOn(waitOp) == 0L) Unit else return false
+            COMPLETION -> if (engine.completedThrough() >= waitTarget) {
+                engine.markAwaited(waitTarget)
+                completionOf(waitTarget)
+            } else return false
+            COMPLETED_ALL -> if (engine.completedThrough() >= waitTarget) {
+                engine.markAwaited(waitTarget)
+                Unit
+            } else return false
+            CREDIT_IDLE -> if (!engine.creditWriteInFlight()) Unit else return false
+            MESSAGE -> if (engine.hasMessage()) takeMessage() else return false
+            else -> return false
+        }
+        unpark().intercepted().resume(value)
+        return true
+    }
+
+    /** A credit wait re-reads the credit word (the peer writes it without a completion here). */
+    fun pollCredit(): Boolean = waitKind == CREDIT && tryResume()
+
+    /** Ends a parked wait with [cause] (the scenario failed or was cancelled). */
+    fun abort(cause: Throwable) {
+        if (waiter == null) return
+        unpark().intercepted().resumeWithException(cause)
+    }
+
+    /** Fails the scenario when this QP's wait has outlived the peer's progress by the timeout. */
+    fun checkDeadline(now: Long) {
+        if (waiter == null) return
+        val finished = session.peerFinishedAt
+        if (waitKind == MESSAGE && finished != 0L && now - finished > PEER_FINISHED_GRACE_NANOS && !engine.hasMessage()) {
+            session.fail(session.peerFinishedWithoutSending(index))
+        } else if (session.waitExpired(waitSince, now)) {
+            val what = when (waitKind) {
+                MESSAGE -> "a message in receive() on QP $index"
+                CREDIT -> "a free receive at the peer to ${waitOp.label()}() on QP $index"
+                WINDOW -> "the completion of earlier work requests to post on QP $index (sendDepth ${session.settings.sendDepth} are in flight)"
+                COMPLETION -> "the completion of a ${engine.kindOf(waitTarget).label()}() on QP $index"
+                else -> "the work posted on QP $index to complete"
+            }
+            session.fail(session.waitedTooLong(what, index, receiving = waitKind == MESSAGE, onCredit = waitKind == CREDIT))
+        }
+    }
+
+    private companion object {
+        const val NONE = 0
+        const val MESSAGE = 1
+        const val CREDIT = 2
+        const val WINDOW = 3
+        const val COMPLETION = 4
+        const val COMPLETED_ALL = 5
+        const val CREDIT_IDLE = 6
+
+        /** A message sent before the peer's "done" is in a completion queue already; this covers the polling in between. */
+        const val PEER_FINISHED_GRACE_NANOS = 100_000_000L
+        val EMPTY = ByteArray(0)
+    }
+}

@@ -1,0 +1,191 @@
+package dev.rdmarun.dsl
+
+import dev.rdmarun.runtime.IdleMode
+import dev.rdmarun.runtime.PollingDispatcher
+import kotlin.time.Duration
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.CoroutineStart
+import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.awaitCancellation
+import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.currentCoroutineContext
+import kotlinx.coroutines.isActive
+import kotlinx.coroutines.job
+import kotlinx.coroutines.launch
+import kotlinx.coroutines.withContext
+
+/**
+ * One `rdma { }`: runs the user's block once on the scenario's own thread (a [PollingDispatcher],
+ * which later polls its CQs, so operations post and complete without locks or thread hops).
+ * Settings collect until `connect(peer)`, which validates them and hands them to a [Session];
+ * operations go to the QPs' drivers from then on.
+ */
+internal class Scenario(private val options: RdmaOptions, private val checkOnly: Boolean) : ScenarioScope {
+    private var settings = ScenarioSettings()
+    private var session: Session? = null
+    private var connectCalled = false
+    private lateinit var polling: PollingDispatcher
+
+    /** `--check`: connect() reported the plan and stopped the block. */
+    private object CheckStop : RuntimeException() {
+        private fun readResolve(): Any = CheckStop
+        override fun fillInStackTrace(): Throwable = this
+    }
+
+    suspend fun run(block: suspend ScenarioScope.() -> Unit): ScenarioResult {
+        polling = PollingDispatcher.start("rdma-run-${options.peer?.role?.label ?: "scenario"}", IdleMode.BACKOFF, null)
+        var result: ScenarioResult? = null
+        var primary: Throwable? = null
+        var finished = false
+        try {
+            coroutineScope {
+                // A cancelled caller (the monitor's Ctrl-C) ends waits that kotlinx does not see (a parked QP).
+                val watcher = launch(start = CoroutineStart.UNDISPATCHED) {
+                    try {
+                        awaitCancellation()
+                    } finally {
+                        if (!finished) session?.fail(CancellationException("the ${role().label} was cancelled"))
+                    }
+                }
+                try {
+                    result = withContext(VerbsDispatcher(polling)) {
+                        try {
+                            block()
+                        } catch (_: CheckStop) {
+                            return@withContext ScenarioResult.empty(options.peer?.role ?: Role.CLIENT, settings.device ?: "(first device)", settings.qps)
+                        }
+                        val s = session ?: throw ScenarioException("the scenario never calls connect(peer)")
+                        s.finish()
+                    }
+                } finally {
+                    finished = true
+                    watcher.cancel()
+                }
+            }
+        } catch (e: Throwable) {
+            val recorded = session?.failure
+            primary = when {
+                recorded != null && recorded !== e && (e is CancellationException || recorded !is CancellationException) -> recorded
+                e is CancellationException || currentCoroutineContext().isActive -> e
+                else -> CancellationException("the scenario was cancelled").also { it.initCause(e) }
+            }
+            session?.tellPeer(primary)
+        } finally {
+            options.monitor?.stopped()
+        }
+        val cleanup = withContext(NonCancellable) { session?.tearDown() ?: runCatching { polling.close() }.exceptionOrNull() }
+        if (primary != null) {
+            cleanup?.let { if (it !== primary) primary.addSuppressed(it) }
+            throw primary
+        }
+        if (cleanup != null) throw ScenarioException("the scenario ran but cleaning up failed: ${cleanup.message}", cleanup)
+        return result!!
+    }
+
+    // ---- role and parameters ----
+
+    private fun role(): Role = session?.role ?: options.peer?.role
+        ?: throw ScenarioException("the role is known once connect(peer) ran, or when the launcher gives the peer (--listen, --peer); " +
+            "use server { } and client { } after connect")
+
+    override val isServer: Boolean get() = role() == Role.SERVER
+    override val isClient: Boolean get() = role() == Role.CLIENT
+    override fun param(name: String, default: String) = options.parameters[name] ?: default
+
+    override val peer: Peer
+        get() = options.peer ?: if (checkOnly) PLACEHOLDER_PEER else throw ScenarioException(NO_PEER)
+
+    override suspend fun server(block: suspend ScenarioScope.() -> Unit) {
+        if (isServer) block()
+    }
+
+    override suspend fun client(block: suspend ScenarioScope.() -> Unit) {
+        if (isClient) block()
+    }
+
+    // ---- settings ----
+
+    private fun setting(call: String, change: (ScenarioSettings) -> ScenarioSettings) {
+        if (connectCalled) throw ScenarioException("$call after connect(peer): settings come before connect(peer)")
+        settings = change(settings)
+    }
+
+    override fun device(name: String) = setting("device(\"$name\")") { it.copy(device = name) }
+    override fun port(port: Int) = setting("port($port)") { it.copy(port = port) }
+    override fun gidIndex(index: Int) = setting("gidIndex($index)") { it.copy(gidIndex = index) }
+    override fun qps(n: Int) = setting("qps($n)") { it.copy(qps = n) }
+    override fun sharedCq() = setting("sharedCq()") { it.copy(cqMode = CqMode.SHARED) }
+    override fun perQpCq() = setting("perQpCq()") { it.copy(cqMode = CqMode.PER_QP) }
+    override fun bufferSize(bytes: Int) = setting("bufferSize($bytes)") { it.copy(bufferSize = bytes) }
+    override fun bufferCount(n: Int) = setting("bufferCount($n)") { it.copy(bufferCount = n) }
+    override fun sendDepth(n: Int) = setting("sendDepth($n)") { it.copy(sendDepth = n) }
+    override fun recvDepth(n: Int) = setting("recvDepth($n)") { it.copy(recvDepth = n) }
+    override fun inboxDepth(n: Int) = setting("inboxDepth($n)") { it.copy(inboxDepth = n) }
+    override fun mtu(bytes: Int) = setting("mtu($bytes)") { it.copy(mtu = bytes) }
+    override fun inlineThreshold(bytes: Int) = setting("inlineThreshold($bytes)") { it.copy(inlineThreshold = bytes) }
+    override fun signalEvery(n: Int) = setting("signalEvery($n)") { it.copy(signalEvery = n) }
+    override fun rnrRetry(n: Int) = setting("rnrRetry($n)") { it.copy(rnrRetry = n) }
+    override fun retry(count: Int, timeout: Int) = setting("retry($count, $timeout)") { it.copy(retryCount = count, retryTimeout = timeout) }
+    override fun completionMode(mode: CompletionMode) = setting("completionMode($mode)") { it.copy(completionMode = mode) }
+    override fun remoteAccess(vararg access: RemoteAccess) =
+        setting("remoteAccess(${access.joinToString()})") { it.copy(remoteAccess = it.remoteAccess + access) }
+    override fun timeout(duration: Duration) = setting("timeout($duration)") { it.copy(timeout = duration) }
+    override val qpCount get() = settings.qps
+
+    // ---- connect ----
+
+    override suspend fun connect(peer: Peer) {
+        if (connectCalled) throw ScenarioException("connect() is called twice: a scenario has one control connection")
+        connectCalled = true
+        val effective = options.overrides.applyTo(settings)
+        settings = effective
+        Validation.checkSettings(effective)
+        val plan = ScenarioPlan(effective, peer, options.parameters.toSortedMap(), options.scenarioSource?.let { Fingerprint.sha256(it) },
+            peerGiven = peer !== PLACEHOLDER_PEER)
+        options.onPlan?.invoke(plan)
+        if (checkOnly) throw CheckStop
+        val s = Session(plan, polling, options.monitor)
+        session = s
+        s.runJob = currentCoroutineContext().job
+        s.connect()
+    }
+
+    private fun connected(what: String): Session =
+        session ?: throw ScenarioException("$what before connect(peer): operations need the peer's QPs, connect first")
+
+    private fun drivers(what: String): List<QpDriver> = connected(what).drivers
+
+    override suspend fun barrier() = connected("barrier()").barrier()
+
+    override suspend fun <T> qp(index: Int, block: suspend QpScope.() -> T): T {
+        val d = drivers("qp($index) { }")
+        if (index !in d.indices) throw ScenarioException("qp($index) is outside 0..${d.size - 1} (qps(${d.size}))")
+        return d[index].block()
+    }
+
+    override suspend fun forEachQp(block: suspend QpScope.() -> Unit) {
+        val d = drivers("forEachQp { }")
+        coroutineScope {
+            for (q in d) launch { q.block() }
+        }
+    }
+
+    // ---- operations on every QP ----
+
+    override suspend fun send(size: Int, buffer: Int) = drivers("send()").forEach { it.send(size, buffer) }
+    override suspend fun sendWithImm(imm: Int, size: Int, buffer: Int) = drivers("sendWithImm()").forEach { it.sendWithImm(imm, size, buffer) }
+    override suspend fun receive(): List<Message> = drivers("receive()").map { it.receive() }
+    override suspend fun write(size: Int, buffer: Int, remoteBuffer: Int) =
+        drivers("write()").forEach { it.write(size, buffer, it.index, remoteBuffer, 0) }
+    override suspend fun writeWithImm(imm: Int, size: Int, buffer: Int, remoteBuffer: Int) =
+        drivers("writeWithImm()").forEach { it.writeWithImm(imm, size, buffer, it.index, remoteBuffer, 0) }
+    override suspend fun read(size: Int, buffer: Int, remoteBuffer: Int) =
+        drivers("read()").forEach { it.read(size, buffer, it.index, remoteBuffer, 0) }
+    override suspend fun awaitCompletion(): List<Completion> = drivers("awaitCompletion()").map { it.awaitCompletion() }
+    override suspend fun awaitAll() = drivers("awaitAll()").forEach { it.awaitAll() }
+
+    private companion object {
+        /** `peer` under `--check` when the launcher gave none; compared by identity. */
+        val PLACEHOLDER_PEER: Peer = Peer.Listen(Peer.DEFAULT_PORT)
+    }
+}

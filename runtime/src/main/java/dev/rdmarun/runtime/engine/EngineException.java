@@ -1,0 +1,23 @@
+package dev.rdmarun.runtime.engine;
+
+/**
+ * An operation that cannot be posted as asked (a size outside the buffer, access the peer did not
+ * grant, a peer that breaks the credit protocol): one sentence that names the QP and the call.
+ */
+public final class EngineException extends RuntimeException {
+    private final String hint;
+
+    public EngineException(String message) {
+        this(message, null);
+    }
+
+    public EngineException(String message, String hint) {
+        super(message);
+        this.hint = hint;
+    }
+
+    /** A likely fix, or null. */
+    public String hint() {
+        return hint;
+    }
+}
