@@ -21,7 +21,7 @@ PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
 LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
-CASES=(devices pingpong multiqp script_multi_qp script_peer_killed)
+CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -53,6 +53,20 @@ case_multiqp() {
   run client $java dev.rdmarun.samples.MultiQpRuntime --connect "127.0.0.1:$port" -d "$DEV" -q 4
   finish server
   expect_pair_ok "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
+  return $ok
+}
+
+# The design card from Java (RdmaJava: no suspend lambdas), two processes.
+case_card_java() {
+  local port=18745 java ok=0
+  java=$(sample_java) || { why="samples not built"; return 1; }
+  # shellcheck disable=SC2086 # $java is a command line on purpose
+  start server $java dev.rdmarun.samples.CardJava --listen "$port" -d "$DEV" -n 200
+  wait_listen "$port" server || return 1
+  # shellcheck disable=SC2086
+  run client $java dev.rdmarun.samples.CardJava --connect "127.0.0.1:$port" -d "$DEV" -n 200
+  finish server
+  expect_pair_ok "PASS: 804 work requests, 804 messages received" || ok=1
   return $ok
 }
 

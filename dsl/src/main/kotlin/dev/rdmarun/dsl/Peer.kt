@@ -43,11 +43,16 @@ sealed class Peer {
         /** perftest's and ibv_rc_pingpong's default port. */
         const val DEFAULT_PORT = 18515
 
+        @JvmStatic
+        @JvmOverloads
         fun listen(port: Int = DEFAULT_PORT, bindAddress: String? = null): Peer = Listen(port, bindAddress)
 
+        @JvmStatic
+        @JvmOverloads
         fun connect(host: String, port: Int = DEFAULT_PORT): Peer = Connect(host, port)
 
         /** "HOST", "HOST:PORT" or "[v6]:PORT" as a client peer. */
+        @JvmStatic
         fun parse(text: String): Peer {
             val (host, portText) = splitHostPort(text) ?: throw IllegalArgumentException("not HOST[:PORT]: '$text'")
             val port = if (portText == null) DEFAULT_PORT

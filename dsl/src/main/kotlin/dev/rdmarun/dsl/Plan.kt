@@ -37,7 +37,7 @@ data class ScenarioPlan(
     fun describe(): String = buildString {
         val s = settings
         val engine = s.engineConfig()
-        appendLine("scenario plan of the ${role.label} (fingerprint ${fingerprint.take(16)})")
+        appendLine("scenario plan${if (peerGiven) " of the ${role.label}" else ""} (fingerprint ${fingerprint.take(16)})")
         appendLine("  device: ${s.device ?: "(first)"} port ${s.port} GID index ${s.gidIndex ?: "(auto RoCE v2)"}, " +
             "MTU ${s.mtu ?: "auto"}, completion ${s.completionMode.name.lowercase()}, timeout ${s.timeout}")
         appendLine("  QPs: ${s.qps} RC, send depth ${s.sendDepth} (+1 for credit updates), receive depth ${s.recvDepth}, " +
@@ -51,7 +51,7 @@ data class ScenarioPlan(
         appendLine("  credit words: ${s.qps} x 8 B LOCAL_WRITE+REMOTE_WRITE (the peer reports its re-posted receives there)")
         appendLine("  QP access: ${flags(qpAccess)}; the peer may ${grants()}")
         if (parameters.isNotEmpty()) appendLine("  parameters: " + parameters.toSortedMap().entries.joinToString { "${it.key}=${it.value}" })
-        append("  peer: ${if (peerGiven) peer.toString() else "(none given)"}")
+        append("  peer: ${if (peerGiven) peer.toString() else "(none given: checked as the server; give --peer HOST to check the client's side)"}")
     }
 
     private fun grants(): String =

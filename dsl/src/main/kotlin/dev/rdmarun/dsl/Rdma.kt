@@ -23,7 +23,13 @@ data class RdmaOptions(
      * scripts are told so before anything runs. Null: only settings and parameters are compared.
      */
     val scenarioSource: String? = null,
-)
+) {
+    /** These parameters instead (for Java, which has no copy with named arguments). */
+    fun withParameters(parameters: Map<String, String>) = copy(parameters = parameters)
+
+    /** This peer instead. */
+    fun withPeer(peer: Peer?) = copy(peer = peer)
+}
 
 /**
  * What a launcher sets before it evaluates a script, whose `rdma { }` takes no options: the

@@ -84,7 +84,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
 
     // ---- role and parameters ----
 
-    private fun role(): Role = session?.role ?: options.peer?.role
+    private fun role(): Role = session?.role ?: options.peer?.role ?: PLACEHOLDER_PEER.role.takeIf { checkOnly }
         ?: throw ScenarioException("the role is known once connect(peer) ran, or when the launcher gives the peer (--listen, --peer); " +
             "use server { } and client { } after connect")
 

@@ -36,13 +36,14 @@ class ScenarioCommandSpec : FunSpec({
 
     val samples = File("../samples").listFiles { f -> f.name.endsWith(".main.kts") }.orEmpty().sortedBy { it.name }
 
-    // A scenario whose settings and operation size come from parameters, so the plan shows them.
+    // A scenario whose settings come from parameters, so the plan shows them.
     val parameterized = script("params.main.kts", """
         @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT")
         rdma {
             qps(intParam("qps", 1))
+            bufferSize(intParam("size", 16))
             connect(peer)
-            send(size = intParam("size", 16))
+            send()
         }
     """.trimIndent())
 
@@ -60,14 +61,14 @@ class ScenarioCommandSpec : FunSpec({
     }
 
     test("--check on every sample compiles, plans and validates it, prints the plan and exits 0") {
-        samples.map { it.name } shouldContainExactly listOf("atomics.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts",
+        samples.map { it.name } shouldContainExactly listOf("atomics.main.kts", "card.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts",
             "read-lat.main.kts", "write-bw.main.kts")
         for (sample in samples) {
             val result = run(sample.path, "--check")
             withClue(sample.name, result) {
                 result.statusCode shouldBe 0
                 result.stdout shouldContain "scenario plan (fingerprint "
-                result.stdout shouldContain "operations:"
+                result.stdout shouldContain "data region"
                 result.stdout shouldContain "peer: (none given)"
             }
         }
@@ -84,15 +85,15 @@ class ScenarioCommandSpec : FunSpec({
         val result = run(parameterized.path, "--check", "-d", "mlx5_1", "-g", "3", "-i", "2", "--timeout", "2m")
         result.statusCode shouldBe 0
         result.stdout shouldContain "device: mlx5_1 port 2 GID index 3"
-        result.stdout shouldContain "control timeout 2m"
-        run(parameterized.path, "--check", "--timeout", "500ms").stdout shouldContain "control timeout 500ms"
+        result.stdout shouldContain "timeout 2m"
+        run(parameterized.path, "--check", "--timeout", "500ms").stdout shouldContain "timeout 500ms"
     }
 
     test("--set values reach param() and intParam(), and are part of the plan") {
         val result = run(parameterized.path, "--check", "--set", "qps=3", "--set", "size=64", "--set", "note=a=b")
         result.statusCode shouldBe 0
         result.stdout shouldContain "QPs: 3 RC"
-        result.stdout shouldContain "send x1 on every QP by both sides, 64 B"
+        result.stdout shouldContain "data region 1 x 64 B = 64 B"
         result.stdout shouldContain "parameters: note=a=b, qps=3, size=64"
     }
 
@@ -172,14 +173,14 @@ class ScenarioCommandSpec : FunSpec({
 
     test("the compiled script is cached: a second run says 'cache hit' under --debug and still gets the launcher's defaults") {
         val fresh = File(dir, "own-cache")
-        val text = script("cached.main.kts", "rdma { connect(peer); send(size = intParam(\"size\", 8)) }\n")
+        val text = script("cached.main.kts", "rdma { bufferSize(intParam(\"size\", 8)); connect(peer); send() }\n")
         val first = rdmaRun(fresh).test(listOf("run", text.path, "--check", "--debug"))
         first.stderr shouldContain "rdma-run: compiling cached.main.kts"
         val second = rdmaRun(fresh).test(listOf("run", text.path, "--check", "--debug", "--set", "size=24"))
         second.statusCode shouldBe 0
         second.stderr shouldContain "compiled script cache hit: "
         second.stderr shouldNotContain "rdma-run: compiling"
-        second.stdout shouldContain "send x1 on every QP by both sides, 24 B"
+        second.stdout shouldContain "data region 1 x 24 B"
         fresh.listFiles()!!.toList() shouldHaveSize 1 // one jar: the second run compiled nothing
     }
 
@@ -200,6 +201,26 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldContain "rdma-run params.main.kts (server): no RDMA device named 'nosuch0'"
         result.stderr shouldContain "rdma-run params.main.kts (client): no RDMA device named 'nosuch0'"
         json.exists() shouldBe false // no results, nothing to write
+    }
+
+    test("--check runs the script up to connect(peer) only: what follows it never runs") {
+        val text = script("stops.main.kts", "rdma { qps(2); connect(peer); error(\"the operations ran\") }\n")
+        val result = run(text.path, "--check")
+        result.statusCode shouldBe 0
+        result.stdout shouldContain "QPs: 2 RC"
+        result.stderr shouldNotContain "the operations ran"
+    }
+
+    test("two sides running different script texts are told so before anything runs") {
+        val port = java.net.ServerSocket(0).use { it.localPort }
+        val a = script("a.main.kts", "rdma { connect(peer); barrier() }\n")
+        val b = script("b.main.kts", "rdma { connect(peer); barrier() } // another script\n")
+        val server = Thread.ofPlatform().start { run(a.path, "--listen", port.toString(), "-d", SoftDevice.NAME, "--timeout", "20s") }
+        val client = run(b.path, "--peer", "127.0.0.1:$port", "-d", SoftDevice.NAME, "--timeout", "20s")
+        server.join()
+        client.statusCode shouldBe 1
+        client.stderr shouldContain "remote runs a different scenario"
+        client.stderr shouldContain "script sha256="
     }
 
     // The launcher on the software provider: every sample, both peers in this JVM, data checked by the samples.

@@ -1,0 +1,142 @@
+package dev.rdmarun.dsl
+
+import java.lang.foreign.MemorySegment
+import java.util.concurrent.ExecutionException
+import java.util.concurrent.Executors
+import java.util.function.Consumer
+import kotlin.coroutines.ContinuationInterceptor
+import kotlin.coroutines.CoroutineContext
+import kotlin.time.Duration.Companion.milliseconds
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.currentCoroutineContext
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.runInterruptible
+
+/**
+ * The DSL for Java (no suspend lambdas): the scenario's code runs on a thread of its own and each
+ * operation blocks it until the scenario's thread has done it. Same operations, same meaning, same
+ * results as `rdma { }`; each call costs a thread hand-off, so latency-critical loops are better
+ * written in Kotlin.
+ *
+ * ```java
+ * ScenarioResult result = RdmaJava.run(new RdmaOptions(), s -> {
+ *     s.qps(4);
+ *     s.connect(Peer.connect("10.77.0.1"));
+ *     s.forEachQp(qp -> { for (int i = 0; i < 1000; i++) { qp.send(); qp.awaitCompletion(); } });
+ * });
+ * ```
+ */
+object RdmaJava {
+    /** Runs [scenario] as `rdma(options) { }` runs its block; blocks the caller until both sides finished. */
+    @JvmStatic
+    @JvmOverloads
+    fun run(options: RdmaOptions = RdmaDefaults.options, scenario: Consumer<JavaScenario>): ScenarioResult = rdma(options) {
+        val scope = this
+        val thread = currentCoroutineContext()[ContinuationInterceptor]!!
+        runInterruptible(Dispatchers.IO) { scenario.accept(JavaScenario(scope, thread)) }
+    }
+}
+
+/** Runs [op] on the scenario's thread and waits for it there. */
+private fun <T> on(thread: CoroutineContext, op: suspend () -> T): T = runBlocking(thread) { op() }
+
+/** [ScenarioScope] for Java: the same settings and operations, each one blocking. */
+class JavaScenario internal constructor(private val s: ScenarioScope, private val thread: CoroutineContext) {
+    fun device(name: String) = s.device(name)
+    fun port(port: Int) = s.port(port)
+    fun gidIndex(index: Int) = s.gidIndex(index)
+    fun qps(n: Int) = s.qps(n)
+    fun sharedCq() = s.sharedCq()
+    fun perQpCq() = s.perQpCq()
+    fun bufferSize(bytes: Int) = s.bufferSize(bytes)
+    fun bufferCount(n: Int) = s.bufferCount(n)
+    fun sendDepth(n: Int) = s.sendDepth(n)
+    fun recvDepth(n: Int) = s.recvDepth(n)
+    fun inboxDepth(n: Int) = s.inboxDepth(n)
+    fun mtu(bytes: Int) = s.mtu(bytes)
+    fun inlineThreshold(bytes: Int) = s.inlineThreshold(bytes)
+    fun signalEvery(n: Int) = s.signalEvery(n)
+    fun rnrRetry(n: Int) = s.rnrRetry(n)
+
+    @JvmOverloads
+    fun retry(count: Int, timeout: Int = 14) = s.retry(count, timeout)
+    fun completionMode(mode: CompletionMode) = s.completionMode(mode)
+    fun remoteAccess(vararg access: RemoteAccess) = s.remoteAccess(*access)
+    fun timeoutMillis(millis: Long) = s.timeout(millis.milliseconds)
+
+    val isServer: Boolean get() = s.isServer
+    val isClient: Boolean get() = s.isClient
+    val peer: Peer get() = s.peer
+    fun param(name: String, default: String) = s.param(name, default)
+    fun intParam(name: String, default: Int) = s.intParam(name, default)
+
+    fun connect(peer: Peer) = on(thread) { s.connect(peer) }
+    fun barrier() = on(thread) { s.barrier() }
+
+    /** Runs [block] on QP [index], on this thread. */
+    fun qp(index: Int, block: Consumer<JavaQp>) {
+        val qp = on(thread) { s.qp(index) { this } }
+        block.accept(JavaQp(qp, thread))
+    }
+
+    /** Runs [block] once per QP, each on a thread of its own (a virtual thread), and waits for all. */
+    fun forEachQp(block: Consumer<JavaQp>) {
+        val qps = (0 until s.qpCount).map { i -> on(thread) { s.qp(i) { this } } }
+        Executors.newVirtualThreadPerTaskExecutor().use { pool ->
+            val running = qps.map { qp -> pool.submit { block.accept(JavaQp(qp, thread)) } }
+            for (f in running) {
+                try {
+                    f.get()
+                } catch (e: ExecutionException) {
+                    throw e.cause ?: e
+                }
+            }
+        }
+    }
+
+    @JvmOverloads
+    fun send(size: Int = -1, buffer: Int = 0) = on(thread) { s.send(size, buffer) }
+    fun receive(): List<Message> = on(thread) { s.receive() }
+    fun awaitCompletion(): List<Completion> = on(thread) { s.awaitCompletion() }
+    fun awaitAll() = on(thread) { s.awaitAll() }
+}
+
+/** [QpScope] for Java: one QP's operations, each one blocking. */
+class JavaQp internal constructor(private val q: QpScope, private val thread: CoroutineContext) {
+    val index: Int get() = q.index
+    val isServer: Boolean get() = q.isServer
+    val isClient: Boolean get() = q.isClient
+    val outstanding: Int get() = on(thread) { q.outstanding }
+
+    @JvmOverloads
+    fun buffer(i: Int = 0): MemorySegment = q.buffer(i)
+
+    @JvmOverloads
+    fun send(size: Int = -1, buffer: Int = 0) = on(thread) { q.send(size, buffer) }
+
+    @JvmOverloads
+    fun send(payload: ByteArray, buffer: Int = 0) = on(thread) { q.send(payload, buffer) }
+
+    @JvmOverloads
+    fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0) = on(thread) { q.sendWithImm(imm, size, buffer) }
+    fun receive(): Message = on(thread) { q.receive() }
+
+    @JvmOverloads
+    fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
+        on(thread) { q.write(size, buffer, remoteQp, remoteBuffer, remoteOffset) }
+
+    @JvmOverloads
+    fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
+        on(thread) { q.read(size, buffer, remoteQp, remoteBuffer, remoteOffset) }
+
+    @JvmOverloads
+    fun fetchAndAdd(add: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
+        on(thread) { q.fetchAndAdd(add, remoteQp, remoteBuffer, remoteOffset, buffer) }
+
+    @JvmOverloads
+    fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
+        on(thread) { q.compareAndSwap(compare, swap, remoteQp, remoteBuffer, remoteOffset, buffer) }
+
+    fun awaitCompletion(): Completion = on(thread) { q.awaitCompletion() }
+    fun awaitAll() = on(thread) { q.awaitAll() }
+}
