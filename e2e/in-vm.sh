@@ -37,7 +37,7 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-90}
 export RDMA_RUN_JAVA_OPTS
 
 CASES=(runtime_device_tests dsl_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer
-       script_multi_qp script_pingpong_lat script_write_bw script_read_lat script_atomics script_loopback
+       script_multi_qp script_card script_pingpong_lat script_write_bw script_read_lat script_atomics script_loopback
        script_progress script_peer_killed script_interrupted)
 
 # ---- helpers ----
@@ -133,7 +133,7 @@ device_specs() {
   # from the checkout the classpath file names.
   cp="$t/classes:$t/test-classes:$root/runtime/target/classes:$(tr ':' '\n' <"$t/vm-tests/classpath.txt" \
     | grep -v -e /org/junit/ -e /opentest4j/ -e /apiguardian/ -e /runtime/target/ | paste -sd:)"
-  run junit env RDMA_RUN_REQUIRE_DEVICE=1 RDMA_TEST_DEVICE="$DEV" "$JAVA" "${SPEC_JVM_FLAGS[@]}" \
+  run junit env RDMA_RUN_REQUIRE_DEVICE=1 RDMA_TEST_DEVICE="$DEV" RDMA_TEST_WAIT_SECONDS=20 "$JAVA" "${SPEC_JVM_FLAGS[@]}" \
     -jar "$t/vm-tests/junit-platform-console-standalone.jar" execute --disable-banner --disable-ansi-colors \
     --details=tree -cp "$cp" "$@" --fail-if-no-tests
   expect_rc junit 0 || return 1
@@ -150,7 +150,10 @@ case_runtime_device_tests() {
 }
 
 # The DSL's scenario specs (kotest) on $DEV: every operation kind, credits under rnr_retry 0 in
-# each completion mode, a failure on one side. The same spec runs on soft0 in every build.
+# each completion mode, scripts that branch on the role, the QP index and received data, inline
+# sends under signalEvery, 8 QPs on one word, a missing remoteAccess, the waits that end with a
+# sentence (unanswered receive, both sides receiving, a full inbox), the card, a failure on one
+# side. The same spec runs on soft0 in every build.
 case_dsl_device_tests() {
   device_specs dsl --select-class dev.rdmarun.dsl.DeviceScenarioSpec
 }
@@ -321,6 +324,17 @@ case_script_multi_qp() {
   return $ok
 }
 
+# The design card verbatim (samples/card.main.kts) as two processes: each side's messages wait in
+# the other's inbox, and each table counts them as not received.
+case_script_card() {
+  local ok=0 side
+  script_pair card 18649 || ok=1
+  for side in server client; do
+    expect_log "$side" "4000 messages arrived that no receive() took" || ok=1
+  done
+  return $ok
+}
+
 case_script_pingpong_lat() {
   local ok=0
   script_pair pingpong-lat 18642 || ok=1
@@ -331,7 +345,7 @@ case_script_pingpong_lat() {
 
 case_script_write_bw() {
   local ok=0
-  script_pair write-bw 18643 --set qps=2 --set iterations=400 || ok=1
+  script_pair write-bw 18643 --set qps=2 --set iterations=400 --set signal=4 || ok=1
   expect_log client "$((2 * 400 * 65536))" || ok=1 # total bytes written: qps x iterations x size
   if ! grep -q "\"bytesSent\": $((2 * 400 * 65536))" "$case_dir/client.json"; then
     why="${why:+$why; }client.json does not have the bytes written"

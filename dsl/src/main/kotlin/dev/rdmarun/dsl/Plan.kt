@@ -56,7 +56,13 @@ data class ScenarioPlan(
 
     private fun grants(): String =
         if (settings.remoteAccess.isEmpty()) "not touch the data buffers (remoteAccess not declared)"
-        else RemoteAccess.entries.filter { it in settings.remoteAccess }.joinToString(", ") { it.name.lowercase() } + " the data buffers"
+        else RemoteAccess.entries.filter { it in settings.remoteAccess }.joinToString(", ") {
+            when (it) {
+                RemoteAccess.WRITE -> "write into"
+                RemoteAccess.READ -> "read"
+                RemoteAccess.ATOMIC -> "run atomics on"
+            }
+        } + " the data buffers"
 
     private companion object {
         fun flags(s: Set<Access>) = Access.entries.filter { it in s }.joinToString("+")

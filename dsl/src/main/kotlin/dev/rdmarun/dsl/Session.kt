@@ -332,9 +332,10 @@ internal class Session(
     override fun doWork(): Int {
         if (waiters == 0) return 0
         var work = 0
-        if (creditWaiters > 0) for (d in drivers) if (d.pollCredit()) work++
+        // Indexed loops: an iterator here would be garbage on every round of the dispatcher.
+        if (creditWaiters > 0) for (i in drivers.indices) if (drivers[i].pollCredit()) work++
         val now = System.nanoTime()
-        for (d in drivers) d.checkDeadline(now)
+        for (i in drivers.indices) drivers[i].checkDeadline(now)
         return work
     }
 

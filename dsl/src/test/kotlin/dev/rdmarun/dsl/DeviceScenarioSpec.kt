@@ -36,6 +36,10 @@ class DeviceScenarioSpec : FunSpec({
 
     fun freePort() = ServerSocket(0).use { it.localPort }
 
+    // The timeout of the cases that wait it out: short here, longer in the Soft-RoCE VM, whose
+    // setup under emulation must fit in it too.
+    val wait = (System.getenv("RDMA_TEST_WAIT_SECONDS")?.toIntOrNull() ?: 3).seconds
+
     for (device in devices) {
         /** Runs the scenario as server and client at once, with [peer] set as a launcher sets it; returns both outcomes. */
         suspend fun pair(parameters: Map<String, String> = emptyMap(), block: suspend ScenarioScope.() -> Unit): Pair<Result<ScenarioResult>, Result<ScenarioResult>> {
@@ -263,7 +267,7 @@ class DeviceScenarioSpec : FunSpec({
         test("an operation the peer did not grant fails at the call, naming the declaration ($device)") {
             val (server, client) = pair {
                 qps(2)
-                timeout(5.seconds)
+                timeout(wait)
                 connect(peer)
                 client { qp(1) { write(size = 8) } }
             }
@@ -275,7 +279,7 @@ class DeviceScenarioSpec : FunSpec({
 
         test("a receive the peer never answers ends with a sentence once the peer finished ($device)") {
             val (server, client) = pair {
-                timeout(5.seconds)
+                timeout(wait)
                 connect(peer)
                 server { qp(0) { receive() } }
             }
@@ -286,14 +290,14 @@ class DeviceScenarioSpec : FunSpec({
 
         test("both sides receiving first end within the timeout, each saying so ($device)") {
             val (server, client) = pair {
-                timeout(2.seconds)
+                timeout(wait)
                 connect(peer)
                 qp(0) { receive() }
             }
             val messages = listOfNotNull(server.exceptionOrNull()?.message, client.exceptionOrNull()?.message)
             // The first side to give up names the deadlock; the other hears it from the peer.
             messages.any {
-                it.contains("waited 2s for a message in receive() on QP 0") && it.contains("waits too, in receive() on QP 0: both sides wait to receive")
+                it.contains("waited $wait for a message in receive() on QP 0") && it.contains("waits too, in receive() on QP 0: both sides wait to receive")
             } shouldBe true
             server.isFailure shouldBe true
             client.isFailure shouldBe true
@@ -303,14 +307,14 @@ class DeviceScenarioSpec : FunSpec({
             val (server, client) = pair {
                 recvDepth(4)
                 inboxDepth(4)
-                timeout(2.seconds)
+                timeout(wait)
                 connect(peer)
                 client { qp(0) { repeat(20) { send(size = 8) } } }
                 server { qp(0) { receive() } }
                 barrier()
             }
             client.exceptionOrNull()!!.message shouldContain
-                "the client waited 2s for a free receive at the peer to send() on QP 0; the server holds"
+                "the client waited $wait for a free receive at the peer to send() on QP 0; the server holds"
             client.exceptionOrNull()!!.message shouldContain "that no receive() took (its inbox is full)"
             server.isFailure shouldBe true
         }

@@ -69,7 +69,7 @@ class ScenarioCommandSpec : FunSpec({
                 result.statusCode shouldBe 0
                 result.stdout shouldContain "scenario plan (fingerprint "
                 result.stdout shouldContain "data region"
-                result.stdout shouldContain "peer: (none given)"
+                result.stdout shouldContain "peer: (none given: checked as the server"
             }
         }
     }

@@ -237,14 +237,13 @@ public final class QpEngine {
      */
     public void check(OpKind kind, int size, int buffer, int remoteQp, int remoteBuffer, long remoteOffset) {
         ensureUsable();
-        String call = kind.label() + "()";
         int bytes = effectiveSize(kind, size);
         if (bytes > bufferSize) {
-            throw new EngineException(call + " of " + bytes + " bytes on QP " + index + " is larger than bufferSize "
+            throw new EngineException(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " is larger than bufferSize "
                     + bufferSize, "raise bufferSize(...) before connect");
         }
         if (buffer < 0 || buffer >= config.bufferCount()) {
-            throw new EngineException(call + " on QP " + index + ": buffer " + buffer + " is outside 0.."
+            throw new EngineException(kind.label() + "()" + " on QP " + index + ": buffer " + buffer + " is outside 0.."
                     + (config.bufferCount() - 1) + " (bufferCount " + config.bufferCount() + ")");
         }
         Access needed = kind.peerAccess();
@@ -255,26 +254,26 @@ public final class QpEngine {
                 case REMOTE_READ -> "READ";
                 default -> "ATOMIC";
             };
-            throw new EngineException(call + " on QP " + index + " needs " + peer.name() + " to declare remoteAccess("
+            throw new EngineException(kind.label() + "()" + " on QP " + index + " needs " + peer.name() + " to declare remoteAccess("
                     + declaration + ")", "remoteAccess(...) before connect says what the peer may do to that side's buffers");
         }
         RemoteRegion[] regions = peer.data();
         if (remoteQp < 0 || remoteQp >= regions.length) {
-            throw new EngineException(call + " on QP " + index + ": remoteQp " + remoteQp + " is outside 0.."
+            throw new EngineException(kind.label() + "()" + " on QP " + index + ": remoteQp " + remoteQp + " is outside 0.."
                     + (regions.length - 1));
         }
         long regionLength = regions[remoteQp].length();
         long buffers = regionLength / bufferSize;
         if (remoteBuffer < 0 || remoteBuffer >= buffers) {
-            throw new EngineException(call + " on QP " + index + ": remoteBuffer " + remoteBuffer + " is outside 0.."
+            throw new EngineException(kind.label() + "()" + " on QP " + index + ": remoteBuffer " + remoteBuffer + " is outside 0.."
                     + (buffers - 1));
         }
         if (kind.isAtomic() && (remoteOffset & 7) != 0) {
-            throw new EngineException(call + " on QP " + index + ": remoteOffset " + remoteOffset
+            throw new EngineException(kind.label() + "()" + " on QP " + index + ": remoteOffset " + remoteOffset
                     + " is not 8-byte aligned (atomics work on aligned 64-bit words)");
         }
         if (remoteOffset < 0 || remoteOffset + bytes > bufferSize) {
-            throw new EngineException(call + " of " + bytes + " bytes on QP " + index + " at remoteOffset " + remoteOffset
+            throw new EngineException(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " at remoteOffset " + remoteOffset
                     + " does not fit the peer's " + bufferSize + "-byte buffer");
         }
     }
