@@ -83,7 +83,16 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     fun forEachQp(block: Consumer<JavaQp>) {
         val qps = (0 until s.qpCount).map { i -> on(thread) { s.qp(i) { this } } }
         Executors.newVirtualThreadPerTaskExecutor().use { pool ->
-            val running = qps.map { qp -> pool.submit { block.accept(JavaQp(qp, thread)) } }
+            val running = qps.map { qp ->
+                pool.submit {
+                    try {
+                        block.accept(JavaQp(qp, thread))
+                    } catch (e: Throwable) {
+                        (s as? Scenario)?.abort(e) // the other QPs' threads may wait in an operation
+                        throw e
+                    }
+                }
+            }
             for (f in running) {
                 try {
                     f.get()

@@ -166,8 +166,22 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override suspend fun forEachQp(block: suspend QpScope.() -> Unit) {
         val d = drivers("forEachQp { }")
         coroutineScope {
-            for (q in d) launch { q.block() }
+            for (q in d) {
+                launch {
+                    try {
+                        q.block()
+                    } catch (e: Throwable) {
+                        abort(e) // the other QPs' coroutines may be parked where cancellation does not reach
+                        throw e
+                    }
+                }
+            }
         }
+    }
+
+    /** Ends the scenario with [cause]: parked operations of every QP fail with it. */
+    internal fun abort(cause: Throwable) {
+        session?.fail(cause)
     }
 
     // ---- operations on every QP ----

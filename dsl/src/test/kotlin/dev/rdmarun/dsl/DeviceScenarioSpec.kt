@@ -332,6 +332,20 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("a failure on one QP ends the others' waits at once, and both sides hear the cause ($device)") {
+            val (server, client) = pair {
+                qps(2)
+                timeout(60.seconds) // nothing may wait for this
+                connect(peer)
+                forEachQp {
+                    if (isClient && index == 0) error("QP 0's check failed")
+                    receive() // QP 1 of the client, and the server's QPs, park here
+                }
+            }
+            client.exceptionOrNull()!!.message shouldBe "QP 0's check failed"
+            server.exceptionOrNull()!!.message shouldContain "the client failed: QP 0's check failed"
+        }
+
         test("a failure in one peer's block ends both, each with the cause ($device)") {
             val (server, client) = pair {
                 connect(peer)
