@@ -17,7 +17,9 @@ import java.net.UnknownHostException
 import java.util.concurrent.CancellationException
 import kotlin.time.Duration
 import kotlinx.coroutines.channels.Channel
-import kotlinx.coroutines.withTimeoutOrNull
+import kotlinx.coroutines.ExperimentalCoroutinesApi
+import kotlinx.coroutines.selects.onTimeout
+import kotlinx.coroutines.selects.select
 
 /**
  * The scenario's one TCP connection to its peer: the handshake ([handshake]), then, while the
@@ -178,11 +180,16 @@ internal class ControlConnection private constructor(
      * Waits for [expected] as the peer's next frame; anything else means the scenarios differ.
      * [check] runs every 100 ms while it waits and ends the wait by throwing (a deadline).
      */
+    @OptIn(ExperimentalCoroutinesApi::class)
     suspend fun await(expected: Frame, waitingFor: String, check: () -> Unit) {
         var frame: Frame? = null
         while (frame == null) {
             frame = try {
-                withTimeoutOrNull(100) { inbox.receive() }
+                // select, not withTimeout around receive(): a timeout racing a receive could drop the frame.
+                select {
+                    inbox.onReceive { it }
+                    onTimeout(100) { null }
+                }
             } catch (e: PeerException) {
                 throw e
             } catch (e: kotlinx.coroutines.channels.ClosedReceiveChannelException) {

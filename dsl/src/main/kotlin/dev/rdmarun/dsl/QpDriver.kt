@@ -241,6 +241,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     }
 
     override fun onProgress(engine: QpEngine) {
+        if (session.tearingDown) return // flushed work requests of a scenario that is over
         engine.failure()?.let { session.fail(it) }
         tryResume()
     }
