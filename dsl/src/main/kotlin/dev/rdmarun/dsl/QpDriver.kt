@@ -34,14 +34,15 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     var waitingFor: String? = null
         private set
 
+    /** What a parked coroutine waits for, by wait kind: for this side's heartbeats ("it waits for ..."). */
     private val describeWait = arrayOf(
         "",
-        "receive() on QP $index",
+        "a message in receive() on QP $index",
         "a credit to send on QP $index",
         "room in the send queue of QP $index",
-        "awaitCompletion() on QP $index",
-        "the work posted on QP $index",
-        "a credit update on QP $index",
+        "a completion in awaitCompletion() on QP $index",
+        "its work on QP $index to complete",
+        "a credit update on QP $index to complete",
     )
 
     init {

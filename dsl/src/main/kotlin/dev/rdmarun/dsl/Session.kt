@@ -394,9 +394,9 @@ internal class Session(
             onCredit && qp != null && h != null && qp in h.inboxFull ->
                 "; $peerLabel holds ${h.messagesWaiting.getOrNull(qp) ?: "its"} messages on QP $qp that no receive() took (its inbox is full): " +
                     "it calls receive() less often than this side sends"
-            peerWaits != null && receiving && peerWaits.startsWith("receive()") ->
-                "; $peerLabel waits too, in $peerWaits: both sides wait to receive, one of them has to send first"
-            peerWaits != null -> "; $peerLabel made no progress either and waits in $peerWaits"
+            peerWaits != null && receiving && peerWaits.startsWith("a message in receive()") ->
+                "; $peerLabel waits too, for $peerWaits: both sides wait to receive, one of them has to send first"
+            peerWaits != null -> "; $peerLabel made no progress either: it waits for $peerWaits"
             h == null -> "; $peerLabel sent no progress report"
             else -> "; $peerLabel is alive but made no progress for ${settings.timeout} (busy in its own code?)"
         }
@@ -420,7 +420,7 @@ internal class Session(
 
     private suspend fun awaitControl(frame: Frame, what: String) {
         val since = System.nanoTime()
-        controlWait = what
+        controlWait = "$peerLabel to reach $what"
         try {
             control!!.await(frame, "$peerLabel to reach $what") {
                 failure?.let { throw it }

@@ -297,7 +297,7 @@ class DeviceScenarioSpec : FunSpec({
             val messages = listOfNotNull(server.exceptionOrNull()?.message, client.exceptionOrNull()?.message)
             // The first side to give up names the deadlock; the other hears it from the peer.
             messages.any {
-                it.contains("waited $wait for a message in receive() on QP 0") && it.contains("waits too, in receive() on QP 0: both sides wait to receive")
+                it.contains("waited $wait for a message in receive() on QP 0") && it.contains("waits too, for a message in receive() on QP 0: both sides wait to receive")
             } shouldBe true
             server.isFailure shouldBe true
             client.isFailure shouldBe true
@@ -307,7 +307,7 @@ class DeviceScenarioSpec : FunSpec({
             val (server, client) = pair {
                 recvDepth(4)
                 inboxDepth(4)
-                timeout(wait)
+                timeout(if (isServer) wait * 3 else wait) // a local setting: the client's wait is the one that ends
                 connect(peer)
                 client { qp(0) { repeat(20) { send(size = 8) } } }
                 server { qp(0) { receive() } }
@@ -344,6 +344,20 @@ class DeviceScenarioSpec : FunSpec({
             }
             client.exceptionOrNull()!!.message shouldBe "QP 0's check failed"
             server.exceptionOrNull()!!.message shouldContain "the client failed: QP 0's check failed"
+        }
+
+        test("300 barriers in a row: no control frame is lost while a side polls its deadline ($device)") {
+            var passed = 0
+            val (server, client) = pair {
+                connect(peer)
+                repeat(300) {
+                    barrier()
+                    if (isServer) passed++
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+            passed shouldBe 300
         }
 
         test("a failure in one peer's block ends both, each with the cause ($device)") {
