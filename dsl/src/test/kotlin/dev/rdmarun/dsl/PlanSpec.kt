@@ -209,8 +209,12 @@ class PlanSpec : FunSpec({
                 setting("inboxDepth(-1) cannot be negative") { inboxDepth(-1) },
                 setting("mtu(1500): the MTU must be 256, 512, 1024, 2048 or 4096") { mtu(1500) },
                 setting("inlineThreshold(-1) cannot be negative") { inlineThreshold(-1) },
-                setting("signalEvery(16) must be 1..sendDepth (8): a group of unsignaled work requests has to fit the send queue") { sendDepth(8); signalEvery(16) },
-                setting("signalEvery(0) must be 1..sendDepth (64): a group of unsignaled work requests has to fit the send queue") { signalEvery(0) },
+                setting("signalEvery(16) must be 1..sendDepth (8): a group of unsignaled work requests has to fit the send queue") {
+                    sendDepth(8); signalEvery(16)
+                },
+                setting("signalEvery(0) must be 1..sendDepth (64): a group of unsignaled work requests has to fit the send queue") {
+                    signalEvery(0)
+                },
                 setting("rnrRetry(8) must be 0..7 (7 retries forever)") { rnrRetry(8) },
                 setting("retry(count = 8) must be 0..7") { retry(8) },
                 setting("retry(timeout = 32) must be 0..31") { retry(7, 32) },
