@@ -111,7 +111,7 @@ internal class ControlConnection private constructor(
                 throw e
             }
         }
-        Handshake.mismatch(local, remote)?.let { sentence ->
+        Handshake.mismatch(local, remote)?.let { printable(it) }?.let { sentence -> // it quotes the remote's plan and parameters
             trySend(Failure(sentence))
             throw PeerException(sentence)
         }

@@ -46,11 +46,15 @@ object FrameCodec {
             }
             return json.decodeFromJsonElement(Frame.serializer(), element)
         } catch (e: SerializationException) {
-            throw PeerException("the peer sent a malformed frame (${e.message?.lineSequence()?.first()}): it is not a compatible rdma-run", e)
+            throw malformed(e)
         } catch (e: IllegalArgumentException) {
-            throw PeerException("the peer sent a malformed frame (${e.message?.lineSequence()?.first()}): it is not a compatible rdma-run", e)
+            throw malformed(e)
         }
     }
+
+    /** The decoder's words quote the peer's text: escaped before they reach a terminal. */
+    private fun malformed(e: Exception) =
+        PeerException("the peer sent a malformed frame (${printable(e.message?.lineSequence()?.first().orEmpty())}): it is not a compatible rdma-run", e)
 
     fun writeMagic(out: DataOutputStream) {
         out.writeInt(MAGIC)

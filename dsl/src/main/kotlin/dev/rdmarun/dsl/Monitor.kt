@@ -6,7 +6,7 @@ import kotlinx.coroutines.Job
 
 /** This side's traffic so far, as a [ScenarioMonitor] read it (see [TrafficResult] for what counts). */
 data class LiveTotals(
-    /** Nanoseconds since the run pass started (QPs connected). */
+    /** Nanoseconds since connect(peer) finished (QPs connected). */
     val elapsedNanos: Long,
     val bytesSent: Long,
     val bytesReceived: Long,
@@ -25,7 +25,7 @@ data class LiveTotals(
  * data path pays nothing for them.
  */
 class ScenarioMonitor(
-    /** Called once per scenario when its QPs are connected and the run pass starts (on a DSL thread: keep it short). */
+    /** Called once per scenario when connect(peer) finished (on the scenario's thread: keep it short). */
     private val onRunning: (() -> Unit)? = null,
 ) {
     @Volatile
@@ -41,7 +41,7 @@ class ScenarioMonitor(
     var cancelled = false
         private set
 
-    /** This side's totals while a scenario is in its run pass, else null (planning, connecting, tearing down, done). */
+    /** This side's totals while a scenario runs after connect(peer), else null (before it, tearing down, done). */
     fun totals(): LiveTotals? {
         val since = runningSince
         if (since == 0L) return null

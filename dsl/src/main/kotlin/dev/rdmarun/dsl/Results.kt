@@ -58,7 +58,7 @@ data class TrafficResult(
 
 /**
  * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` for --json.
- * [durationNanos] runs from the start of the run pass until both sides finished (their work
+ * [durationNanos] runs from the end of connect(peer) until both sides finished (their work
  * completed), so both peers divide by comparable times.
  */
 @Serializable

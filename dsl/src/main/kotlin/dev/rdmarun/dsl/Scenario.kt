@@ -24,10 +24,16 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     private var settings = ScenarioSettings()
     private var session: Session? = null
     private var connectCalled = false
+
+    /** The role of the peer given to connect (under --check there is no session to ask). */
+    private var connectedRole: Role? = null
     private lateinit var polling: PollingDispatcher
 
-    /** `--check`: connect() reported the plan and stopped the block. */
-    private object CheckStop : RuntimeException() {
+    /**
+     * `--check`: connect() reported the plan and stops the block. A Throwable, not an Exception,
+     * so that a script's `catch (e: Exception)` or runCatching around connect does not swallow it.
+     */
+    private object CheckStop : Throwable() {
         private fun readResolve(): Any = CheckStop
         override fun fillInStackTrace(): Throwable = this
     }
@@ -52,8 +58,9 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
                         try {
                             block()
                         } catch (_: CheckStop) {
-                            return@withContext ScenarioResult.empty(options.peer?.role ?: Role.CLIENT, settings.device ?: "(first device)", settings.qps)
+                            // stopped at connect, as --check asks
                         }
+                        if (checkOnly && connectCalled) return@withContext ScenarioResult.empty(role(), settings.device ?: "(first device)", settings.qps)
                         val s = session ?: throw ScenarioException("the scenario never calls connect(peer)")
                         s.finish()
                     }
@@ -84,7 +91,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
 
     // ---- role and parameters ----
 
-    private fun role(): Role = session?.role ?: options.peer?.role ?: PLACEHOLDER_PEER.role.takeIf { checkOnly }
+    private fun role(): Role = session?.role ?: connectedRole ?: options.peer?.role ?: PLACEHOLDER_PEER.role.takeIf { checkOnly }
         ?: throw ScenarioException("the role is known once connect(peer) ran, or when the launcher gives the peer (--listen, --peer); " +
             "use server { } and client { } after connect")
 
@@ -142,6 +149,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         Validation.checkSettings(effective)
         val plan = ScenarioPlan(effective, peer, options.parameters.toSortedMap(), options.scenarioSource?.let { Fingerprint.sha256(it) },
             peerGiven = peer !== PLACEHOLDER_PEER)
+        connectedRole = plan.role
         options.onPlan?.invoke(plan)
         if (checkOnly) throw CheckStop
         val s = Session(plan, polling, options.monitor)
@@ -150,8 +158,10 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         s.connect()
     }
 
-    private fun connected(what: String): Session =
-        session ?: throw ScenarioException("$what before connect(peer): operations need the peer's QPs, connect first")
+    private fun connected(what: String): Session {
+        if (checkOnly && connectCalled) throw CheckStop // a script that caught the stop goes no further
+        return session ?: throw ScenarioException("$what before connect(peer): operations need the peer's QPs, connect first")
+    }
 
     private fun drivers(what: String): List<QpDriver> = connected(what).drivers
 

@@ -17,6 +17,7 @@ import kotlin.time.Duration.Companion.seconds
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
+import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.withTimeout
 
@@ -28,8 +29,9 @@ class HandshakeSpec : FunSpec({
         role: Role,
         qps: Int = 4,
         parameters: Map<String, String> = emptyMap(),
-        plan: List<String> = listOf("rdma-run-plan-1", "op send count=10"),
+        plan: List<String> = listOf("rdma-run-plan-2", "setting qps=$qps", "setting bufferSize=4096"),
         fingerprint: String = "a".repeat(64),
+        access: Set<RemoteAccess> = emptySet(),
     ) = Hello(
         version = Handshake.VERSION,
         role = role,
@@ -39,6 +41,7 @@ class HandshakeSpec : FunSpec({
         fingerprint = fingerprint,
         parameters = parameters,
         plan = plan,
+        access = access,
         qps = List(qps) { QpInfo(0x11 + it, 0x1234 + it, 0, gid, 1024, BufferInfo(0x7f00_0000_1000L + it * 4096L, 0x100 + it, 4096), BufferInfo(0x7f00_0010_0000L, 7, 8)) },
     )
 
@@ -59,8 +62,38 @@ class HandshakeSpec : FunSpec({
 
     context("codec") {
         test("every frame survives a round trip") {
-            val frames = listOf(hello(Role.CLIENT), Ready, Barrier(3), Done(1), Done(2), Heartbeat, Failure("remote has 2 QPs, this side 4"))
+            val frames = listOf(
+                hello(Role.CLIENT),
+                hello(Role.SERVER, access = setOf(RemoteAccess.WRITE, RemoteAccess.ATOMIC)),
+                Ready, Barrier(3), Done(1), Done(2),
+                Heartbeat(),
+                Heartbeat(progress = 42, waiting = "receive() on QP 0", messagesWaiting = listOf(0, 3), inboxFull = listOf(1)),
+                Failure("remote has 2 QPs, this side 4"),
+            )
             for (f in frames) FrameCodec.decode(FrameCodec.encode(f)) shouldBe f
+        }
+
+        test("a heartbeat carries the sender's progress, what it waits for and its inboxes") {
+            val h = Heartbeat(progress = 42, waiting = "receive() on QP 0", messagesWaiting = listOf(0, 3), inboxFull = listOf(1))
+            FrameCodec.encode(h).toString(Charsets.UTF_8) shouldBe
+                """{"type":"heartbeat","progress":42,"waiting":"receive() on QP 0","messagesWaiting":[0,3],"inboxFull":[1]}"""
+            val back = FrameCodec.decode(FrameCodec.encode(h)).shouldBeInstanceOf<Heartbeat>()
+            back.progress shouldBe 42
+            back.waiting shouldBe "receive() on QP 0"
+            back.messagesWaiting shouldBe listOf(0, 3)
+            back.inboxFull shouldBe listOf(1)
+            Heartbeat() shouldBe Heartbeat(progress = 0, waiting = null, messagesWaiting = emptyList(), inboxFull = emptyList())
+        }
+
+        test("a hello carries this side's remote access; its QPs' credit words are required") {
+            val h = hello(Role.SERVER, qps = 1, access = setOf(RemoteAccess.READ))
+            val text = FrameCodec.encode(h).toString(Charsets.UTF_8)
+            text shouldContain "\"access\":[\"READ\"]"
+            text shouldContain "\"credit\":{\"addr\":"
+            (FrameCodec.decode(text.toByteArray()) as Hello).access shouldBe setOf(RemoteAccess.READ)
+            val noCredit = text.replace(Regex("\"credit\":\\{[^}]*\\}"), "\"credit\":null")
+            noCredit shouldContain "\"credit\":null"
+            shouldThrow<PeerException> { FrameCodec.decode(noCredit.toByteArray()) }.message shouldStartWith "the peer sent a malformed frame"
         }
 
         test("the wire form is JSON named by type") {
@@ -95,12 +128,38 @@ class HandshakeSpec : FunSpec({
                 "parameter size is 4096 on the remote, 64 on this side"
             Handshake.mismatch(hello(Role.SERVER), hello(Role.CLIENT, parameters = mapOf("n" to "1"))) shouldBe
                 "parameter n is set on the remote (1) but not on this side"
+            Handshake.mismatch(hello(Role.SERVER, parameters = mapOf("n" to "1")), hello(Role.CLIENT)) shouldBe
+                "parameter n is set on this side (1) but not on the remote"
         }
         test("scenario fingerprint, naming the first difference") {
-            val mine = hello(Role.SERVER, plan = listOf("f", "op send count=10"), fingerprint = "1".repeat(64))
-            val theirs = hello(Role.CLIENT, plan = listOf("f", "op send count=20"), fingerprint = "2".repeat(64))
+            val mine = hello(Role.SERVER, plan = listOf("f", "setting bufferSize=64"), fingerprint = "1".repeat(64))
+            val theirs = hello(Role.CLIENT, plan = listOf("f", "setting bufferSize=4096"), fingerprint = "2".repeat(64))
             Handshake.mismatch(mine, theirs) shouldBe
-                "remote runs a different scenario (plan 222222222222, this side 111111111111): remote has 'op send count=20', this side 'op send count=10'"
+                "remote runs a different scenario (plan 222222222222, this side 111111111111): remote has 'setting bufferSize=4096', this side 'setting bufferSize=64'"
+            val scripted = hello(Role.CLIENT, plan = listOf("f", "setting bufferSize=64", "script sha256=abc"), fingerprint = "3".repeat(64))
+            Handshake.mismatch(mine, scripted) shouldBe
+                "remote runs a different scenario (plan 333333333333, this side 111111111111): remote has 'script sha256=abc', this side does not"
+            Handshake.mismatch(scripted.copy(role = Role.SERVER), mine.copy(role = Role.CLIENT)) shouldBe
+                "remote runs a different scenario (plan 111111111111, this side 333333333333): this side has 'script sha256=abc', remote does not"
+        }
+        test("the real plans of two scenarios: the differing shared setting is named") {
+            val server = Fixtures.checkPlan(RdmaOptions(peer = Peer.listen(18515))) { qps(4); inboxDepth(16); connect(peer) }
+            val client = Fixtures.checkPlan(RdmaOptions(peer = Peer.connect("h"))) { qps(4); connect(peer) }
+            val mine = hello(Role.SERVER, plan = server.canonicalLines(), fingerprint = server.fingerprint)
+            val theirs = hello(Role.CLIENT, plan = client.canonicalLines(), fingerprint = client.fingerprint)
+            Handshake.mismatch(mine, theirs)!! shouldContain ": remote has 'setting inboxDepth=1024', this side 'setting inboxDepth=16'"
+        }
+        test("a hello listing fewer QP endpoints than its QP count") {
+            val remote = hello(Role.CLIENT).let { it.copy(qps = it.qps.take(3)) }
+            Handshake.mismatch(hello(Role.SERVER), remote) shouldBe
+                "the remote's hello lists 3 QP endpoints for 4 QPs: it is not a compatible rdma-run"
+        }
+        test("the version comes first") {
+            Handshake.mismatch(hello(Role.SERVER), hello(Role.SERVER, qps = 2).copy(version = 9)) shouldBe
+                "remote speaks control protocol version 9, this side 1: use the same rdma-run version on both sides"
+        }
+        test("remote access does not have to match: each side grants its own") {
+            Handshake.mismatch(hello(Role.SERVER, access = setOf(RemoteAccess.WRITE)), hello(Role.CLIENT)) shouldBe null
         }
         test("two servers") {
             Handshake.mismatch(hello(Role.SERVER), hello(Role.SERVER)) shouldContain "both sides are servers"
@@ -111,11 +170,13 @@ class HandshakeSpec : FunSpec({
     }
 
     context("over TCP on 127.0.0.1") {
-        test("matching hellos: each side gets the other's") {
+        test("matching hellos: each side gets the other's, with its remote access") {
             val (s, c) = connectedPair()
-            val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER)) } }, { client(c).use { it.handshake(hello(Role.CLIENT)) } })
+            val serverHello = hello(Role.SERVER, access = setOf(RemoteAccess.WRITE, RemoteAccess.READ))
+            val (atServer, atClient) = both({ server(s).use { it.handshake(serverHello) } }, { client(c).use { it.handshake(hello(Role.CLIENT)) } })
             atServer.getOrThrow() shouldBe hello(Role.CLIENT)
-            atClient.getOrThrow() shouldBe hello(Role.SERVER)
+            atClient.getOrThrow() shouldBe serverHello
+            atClient.getOrThrow().access shouldBe setOf(RemoteAccess.WRITE, RemoteAccess.READ)
         }
 
         test("a QP count mismatch fails on both peers, each with its own sentence") {
@@ -189,37 +250,150 @@ class HandshakeSpec : FunSpec({
             c.close()
         }
 
-        test("while watching, barriers arrive in order and a failure frame is reported once") {
+        test("a failure frame instead of the client's hello reaches the server's exception escaped") {
             val (s, c) = connectedPair()
-            val serverSide = server(s)
-            val clientSide = client(c)
-            both({ serverSide.handshake(hello(Role.SERVER)) }, { clientSide.handshake(hello(Role.CLIENT)) })
-            val lost = CompletableDeferred<PeerException>()
-            serverSide.startWatching { lost.complete(it) }
+            val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER)) } }, {
+                val out = DataOutputStream(c.getOutputStream())
+                val input = DataInputStream(c.getInputStream())
+                FrameCodec.writeMagic(out)
+                FrameCodec.write(out, Failure("\u001b[2Jboom"))
+                FrameCodec.readMagic(input, "magic")
+                listOf(FrameCodec.read(input, "hello"), FrameCodec.read(input, "failure")).also { c.close() }
+            })
+            val e = atServer.exceptionOrNull()!!.shouldBeInstanceOf<PeerException>()
+            e.message shouldBe "the client failed: \\u001b[2Jboom"
+            e.message!!.none { it.isISOControl() } shouldBe true
+            // The server still answered with its hello, then told the client why it stops.
+            atClient.getOrThrow() shouldBe listOf(hello(Role.SERVER), Failure("the client failed: \\u001b[2Jboom"))
+        }
+
+        test("a failure frame instead of the server's hello reaches the client's exception escaped") {
+            val (s, c) = connectedPair()
+            val (atServer, atClient) = both({
+                val out = DataOutputStream(s.getOutputStream())
+                val input = DataInputStream(s.getInputStream())
+                FrameCodec.readMagic(input, "magic")
+                val h = FrameCodec.read(input, "hello")
+                FrameCodec.writeMagic(out)
+                FrameCodec.write(out, Failure("\u001b]0;owned\u0007 \u202eevil\nline"))
+                h
+            }, { client(c).use { it.handshake(hello(Role.CLIENT)) } })
+            atServer.getOrThrow() shouldBe hello(Role.CLIENT)
+            val e = atClient.exceptionOrNull()!!.shouldBeInstanceOf<PeerException>()
+            e.message shouldBe "the server failed: \\u001b]0;owned\\u0007 \\u202eevil\\u000aline"
+            s.close()
+        }
+
+        test("printable() turns control and bidi characters into \\uXXXX and leaves other text alone") {
+            printable("plain text, café – ok ✓") shouldBe "plain text, café – ok ✓"
+            printable("\u001b[2J\u0000\t\r\n\u007f\u009b") shouldBe "\\u001b[2J\\u0000\\u0009\\u000d\\u000a\\u007f\\u009b"
+            printable("\u2028\u2029\u200e\u200f\u202a\u202e") shouldBe "\\u2028\\u2029\\u200e\\u200f\\u202a\\u202e"
+        }
+
+        /** A handshaken pair: (server side, client side), each a ControlConnection. */
+        suspend fun handshaken(timeout: Duration = 5.seconds): Pair<ControlConnection, ControlConnection> {
+            val (s, c) = connectedPair()
+            val serverSide = server(s, timeout)
+            val clientSide = client(c, timeout)
+            val (a, b) = both({ serverSide.handshake(hello(Role.SERVER)) }, { clientSide.handshake(hello(Role.CLIENT)) })
+            a.getOrThrow()
+            b.getOrThrow()
+            return serverSide to clientSide
+        }
+
+        class Watched(val lost: CompletableDeferred<PeerException>, val heartbeats: Channel<Heartbeat>, val frames: Channel<Frame>)
+
+        fun ControlConnection.watch(heartbeat: () -> Heartbeat = { Heartbeat() }): Watched {
+            val w = Watched(CompletableDeferred(), Channel(Channel.UNLIMITED), Channel(Channel.UNLIMITED))
+            startWatching(onLost = { w.lost.complete(it) }, onHeartbeat = { w.heartbeats.trySend(it) }, onFrame = { w.frames.trySend(it) },
+                heartbeat = heartbeat)
+            return w
+        }
+
+        test("while watching, barriers arrive in order, heartbeats go to onHeartbeat with their fields, a failure frame is reported") {
+            val (serverSide, clientSide) = handshaken()
+            val w = serverSide.watch()
+            val beat = Heartbeat(progress = 7, waiting = "receive() on QP 1", messagesWaiting = listOf(0, 2), inboxFull = listOf(1))
             clientSide.send(Barrier(1))
-            clientSide.send(Heartbeat)
+            clientSide.send(beat)
             clientSide.send(Barrier(2))
             withTimeout(5.seconds) {
-                serverSide.await(Barrier(1), "barrier 1")
-                serverSide.await(Barrier(2), "barrier 2")
+                serverSide.await(Barrier(1), "barrier 1") { }
+                serverSide.await(Barrier(2), "barrier 2") { }
+                w.heartbeats.receive() shouldBe beat
+                w.frames.receive() shouldBe Barrier(1)
+                w.frames.receive() shouldBe Barrier(2)
             }
             clientSide.send(Failure("QP 1 failed"))
-            withTimeout(5.seconds) { lost.await() }.message shouldBe "the client failed: QP 1 failed"
+            withTimeout(5.seconds) { w.lost.await() }.message shouldBe "the client failed: QP 1 failed"
+            w.heartbeats.tryReceive().getOrNull() shouldBe null // the heartbeat was passed on once
+            serverSide.close()
+            clientSide.close()
+        }
+
+        test("while watching, a failure with escape sequences is reported escaped") {
+            val (serverSide, clientSide) = handshaken()
+            val w = serverSide.watch()
+            clientSide.send(Failure("\u001b[2Jboom"))
+            val lost = withTimeout(5.seconds) { w.lost.await() }
+            lost.message shouldBe "the client failed: \\u001b[2Jboom"
+            lost.message!!.none { it.isISOControl() } shouldBe true
+            serverSide.close()
+            clientSide.close()
+        }
+
+        test("while watching, this side sends the heartbeats its function makes") {
+            val (serverSide, clientSide) = handshaken(timeout = 2.seconds)
+            val beat = Heartbeat(progress = 9, waiting = "barrier 1", messagesWaiting = listOf(4), inboxFull = emptyList())
+            serverSide.watch { beat }
+            clientSide.receive("the server's heartbeat") shouldBe beat
+            serverSide.close()
+            clientSide.close()
+        }
+
+        test("while watching, the end of the peer's scenario or another frame than the awaited one is named") {
+            val (serverSide, clientSide) = handshaken()
+            serverSide.watch()
+            clientSide.send(Barrier(2))
+            clientSide.send(Done(1))
+            withTimeout(5.seconds) {
+                shouldThrow<PeerException> { serverSide.await(Barrier(1), "barrier 1") { } }.message shouldBe
+                    "the client sent barrier 2 while this side waited for barrier 1: the two sides run different scenarios"
+                shouldThrow<PeerException> { serverSide.await(Barrier(1), "barrier 1") { } }.message shouldBe
+                    "the client finished its scenario while this side waited for barrier 1"
+            }
+            serverSide.close()
+            clientSide.close()
+        }
+
+        test("a wait's check ends it by throwing") {
+            val (serverSide, clientSide) = handshaken()
+            serverSide.watch()
+            withTimeout(5.seconds) {
+                shouldThrow<PeerException> { serverSide.await(Barrier(1), "barrier 1") { throw PeerException("the deadline passed") } }
+                    .message shouldBe "the deadline passed"
+            }
             serverSide.close()
             clientSide.close()
         }
 
         test("while watching, a vanished peer is reported") {
-            val (s, c) = connectedPair()
-            val serverSide = server(s)
-            val clientSide = client(c)
-            both({ serverSide.handshake(hello(Role.SERVER)) }, { clientSide.handshake(hello(Role.CLIENT)) })
-            val lost = CompletableDeferred<PeerException>()
-            serverSide.startWatching { lost.complete(it) }
+            val (serverSide, clientSide) = handshaken()
+            val w = serverSide.watch()
             clientSide.close()
-            withTimeout(5.seconds) { lost.await() }.message shouldBe "the client closed the control connection in the middle of the scenario (it crashed or was killed)"
-            shouldThrow<PeerException> { serverSide.await(Barrier(1), "barrier 1") }
+            withTimeout(5.seconds) { w.lost.await() }.message shouldBe
+                "the client closed the control connection in the middle of the scenario (it crashed or was killed)"
+            shouldThrow<PeerException> { serverSide.await(Barrier(1), "barrier 1") { } }
             serverSide.close()
+        }
+
+        test("while watching, a silent peer is reported once the timeout passes") {
+            val (serverSide, clientSide) = handshaken(timeout = 1.seconds)
+            val w = serverSide.watch()
+            withTimeout(30.seconds) { w.lost.await() }.message shouldBe
+                "the client sent nothing for 1s (not even heartbeats): it hangs or the network is down"
+            serverSide.close()
+            clientSide.close()
         }
     }
 })

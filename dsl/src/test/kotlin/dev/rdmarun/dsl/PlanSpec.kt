@@ -280,10 +280,16 @@ class PlanSpec : FunSpec({
         test("receive slots larger than max_mr_size") {
             val p = checkPlan { bufferSize(1 shl 20); connect(peer) }
             shouldThrow<ScenarioException> { check(p, attributes = rxe(maxMrSize = 1L shl 21)) }.message shouldBe
-                "the receive slots of a QP (67108864 bytes = recvDepth 64 x bufferSize 1048576) exceed max_mr_size 2097152 of rxe0"
+                "the receive region of a QP (67108872 bytes: recvDepth 64 x bufferSize 1048576 and a credit word) exceeds max_mr_size 2097152 of rxe0"
+        }
+        test("the receive region counts its credit word: slots that alone fit max_mr_size may not") {
+            val p = checkPlan { bufferSize(1024); recvDepth(16); connect(peer) }
+            shouldThrow<ScenarioException> { check(p, attributes = rxe(maxMrSize = 16L * 1024)) }.message shouldContain
+                "the receive region of a QP (16392 bytes"
         }
         test("max_mr_size is unsigned: Soft-RoCE's 2^64-1 allows any buffer") {
-            check(checkPlan { bufferSize(1 shl 30); bufferCount(8); connect(peer) }, attributes = rxe(maxMrSize = -1L)) shouldBe "rxe0"
+            check(checkPlan { bufferSize(1 shl 30); bufferCount(8); connect(peer) }, attributes = rxe(maxMrSize = -1L),
+                port = activePort(maxMessageSize = 1L shl 31)) shouldBe "rxe0"
         }
         test("queue depths against max_qp_wr: the send queue needs one more entry for credit updates") {
             shouldThrow<ScenarioException> { check(checkPlan { sendDepth(64); connect(peer) }, attributes = rxe(maxQpWr = 64)) }.message shouldBe
@@ -504,6 +510,22 @@ class PlanSpec : FunSpec({
             shouldThrow<ScenarioException> { checkPlan(mapOf("seconds" to "-1")) { repeat { }; connect(peer) } }.message shouldBe
                 "parameter seconds must be a number of seconds, not '-1'"
         }
+    }
+
+    test("a script that catches the check-only stop at connect still goes no further, and the result is the planned role's") {
+        var after = 0
+        val (plans, result) = Fixtures.checkRun(RdmaOptions()) {
+            try {
+                connect(Peer.connect("10.0.0.9"))
+            } catch (e: Exception) {
+                after++ // never: the stop is no Exception
+            }
+            runCatching { send() }
+            after++
+        }
+        after shouldBe 0
+        plans.single().role shouldBe Role.CLIENT
+        result.role shouldBe Role.CLIENT
     }
 
     test("a launcher's defaults for one thread win there, other threads keep theirs (two scripts at once)") {

@@ -92,7 +92,7 @@ class SettingsSpec : FunSpec({
         }
 
         test("the data region size is a long: 8 x 1 GiB does not overflow") {
-            checkPlan { bufferSize(1 shl 30); bufferCount(8); connect(peer) }.settings.dataBytes shouldBe 8L shl 30
+            checkPlan { bufferSize(1 shl 30); bufferCount(8); connect(peer) }.settings.dataBytes shouldBe (8L shl 30)
         }
 
         test("the engine's shape follows the settings") {
