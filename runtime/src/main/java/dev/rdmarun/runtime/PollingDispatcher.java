@@ -74,6 +74,8 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     private volatile boolean running = true;
     private volatile boolean sleeping;
     private volatile Throwable failure;
+    /** Some dispatcher thread of this JVM has run {@link #warmUpSleepPath}. */
+    private static volatile boolean sleepPathWarm;
 
     // EVENT mode: poll(2) on [channel fd, wake-up eventfd]
     private final Arena arena = Arena.ofShared();
@@ -217,6 +219,7 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     private void loop() {
         int emptyPolls = 0;
         try {
+            warmUpSleepPath();
             while (running) {
                 int work = runTasks() + pollAll() + runAgents();
                 if (work > 0) {
@@ -322,7 +325,7 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
             if (channel != null) setPollFd(nfds++, channel.fd());
             setPollFd(nfds++, wakeFd);
             // A failed poll (EINTR: a signal) is a wake-up like any other: the loop polls the CQs again.
-            int unused = (int) LibC.POLL.invokeExact(pollFds, (long) nfds, agentSleepMillis());
+            waitForEvents(nfds, agentSleepMillis());
         } finally {
             sleeping = false;
         }
@@ -334,6 +337,27 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
             }
             for (int c = 0; c < cqs.size(); c++) cqs.get(c).acknowledgeEvents();
         }
+    }
+
+    /**
+     * Runs the sleep path's native calls with a zero timeout before any work, once per JVM: linking
+     * their call sites (~140 KB) and the JDK customizing a method handle at its 128th call from
+     * uncompiled code (~30 KB each) would otherwise allocate on the data path at whichever sleep
+     * first gets there.
+     */
+    private void warmUpSleepPath() throws Throwable {
+        if (sleepPathWarm) return;
+        for (int i = 0; i < 128; i++) {
+            setPollFd(0, wakeFd);
+            waitForEvents(1, 0);
+            drainEventFd();
+        }
+        sleepPathWarm = true;
+    }
+
+    /** poll(2) on the first nfds entries of pollFds: one call site for the sleep and its warm-up. */
+    private void waitForEvents(int nfds, int timeoutMillis) throws Throwable {
+        int unused = (int) LibC.POLL.invokeExact(pollFds, (long) nfds, timeoutMillis);
     }
 
     private void setPollFd(int index, int fd) {
