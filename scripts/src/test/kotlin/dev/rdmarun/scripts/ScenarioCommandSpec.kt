@@ -2,7 +2,6 @@ package dev.rdmarun.scripts
 
 import com.github.ajalt.clikt.testing.CliktCommandTestResult
 import com.github.ajalt.clikt.testing.test
-import dev.rdmarun.runtime.soft.SoftDevice
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.collections.shouldHaveSize
@@ -22,6 +21,9 @@ import java.nio.file.Files
  * a device), compile errors, invalid scenarios and parameters. Everything here runs without RDMA;
  * the Soft-RoCE suite (e2e/) runs the samples on a real device.
  */
+/** The software provider, by the name users type (the provider's classes are the runtime's own business). */
+private const val SOFT0 = "soft0"
+
 class ScenarioCommandSpec : FunSpec({
     val dir = Files.createTempDirectory("scenario-command").toFile()
     // Compiled scripts go to a temp cache: a script used by several tests compiles once.
@@ -189,7 +191,7 @@ class ScenarioCommandSpec : FunSpec({
         val result = run(parameterized.path, "--listen", port.toString(), "-d", "nosuch0")
         result.statusCode shouldBe 1
         result.stderr.lines().first() shouldStartWith "rdma-run params.main.kts: no RDMA device named 'nosuch0'"
-        result.stderr shouldContain SoftDevice.NAME // the devices there are
+        result.stderr shouldContain SOFT0 // the devices there are
         result.stderr shouldNotContain "\tat "
     }
 
@@ -215,8 +217,8 @@ class ScenarioCommandSpec : FunSpec({
         val port = java.net.ServerSocket(0).use { it.localPort }
         val a = script("a.main.kts", "rdma { connect(peer); barrier() }\n")
         val b = script("b.main.kts", "rdma { connect(peer); barrier() } // another script\n")
-        val server = Thread.ofPlatform().start { run(a.path, "--listen", port.toString(), "-d", SoftDevice.NAME, "--timeout", "20s") }
-        val client = run(b.path, "--peer", "127.0.0.1:$port", "-d", SoftDevice.NAME, "--timeout", "20s")
+        val server = Thread.ofPlatform().start { run(a.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "20s") }
+        val client = run(b.path, "--peer", "127.0.0.1:$port", "-d", SOFT0, "--timeout", "20s")
         server.join()
         client.statusCode shouldBe 1
         client.stderr shouldContain "remote runs a different scenario"
@@ -227,7 +229,7 @@ class ScenarioCommandSpec : FunSpec({
     for (sample in samples) {
         test("${sample.name} --loopback on soft0: both sides succeed and report their traffic") {
             val json = File(dir, sample.name + ".json")
-            val result = run(sample.path, "--loopback", "-d", SoftDevice.NAME, "--json", json.path)
+            val result = run(sample.path, "--loopback", "-d", SOFT0, "--json", json.path)
             withClue(sample.name, result) {
                 result.statusCode shouldBe 0
                 result.stdout shouldContain "loopback on soft0: server and client succeeded"
