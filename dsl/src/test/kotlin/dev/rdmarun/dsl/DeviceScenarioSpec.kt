@@ -277,6 +277,46 @@ class DeviceScenarioSpec : FunSpec({
             server.exceptionOrNull()!!.message shouldContain "the client failed: write() on QP 1 needs the server to declare remoteAccess(WRITE)"
         }
 
+        test("arguments that do not fit fail at the call, naming it, and the QP stays usable ($device)") {
+            val seen = mutableListOf<String>()
+            val (server, client) = pair {
+                bufferSize(64)
+                remoteAccess(RemoteAccess.WRITE, RemoteAccess.ATOMIC)
+                connect(peer)
+                qp(0) {
+                    if (isClient) {
+                        val calls = listOf<suspend () -> Unit>(
+                            { send(size = 65) }, { send(size = -5) }, { send(buffer = 1) },
+                            { write(remoteBuffer = 1) }, { write(remoteQp = 1) }, { write(size = 8, remoteOffset = 60) },
+                            { fetchAndAdd(1, remoteOffset = 4) },
+                        )
+                        for (call in calls) {
+                            try {
+                                call()
+                            } catch (e: EngineException) {
+                                seen.add(e.message!!)
+                            }
+                        }
+                        send(size = 8) // still fine
+                        awaitCompletion().bytes shouldBe 8
+                    } else {
+                        receive().length shouldBe 8
+                    }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+            seen shouldContainExactly listOf(
+                "send() of 65 bytes on QP 0 is larger than bufferSize 64",
+                "send() on QP 0: size -5 cannot be negative (-1: the whole buffer)",
+                "send() on QP 0: buffer 1 is outside 0..0 (bufferCount 1)",
+                "write() on QP 0: remoteBuffer 1 is outside 0..0",
+                "write() on QP 0: remoteQp 1 is outside 0..0",
+                "write() of 8 bytes on QP 0 at remoteOffset 60 does not fit the peer's 64-byte buffer",
+                "fetchAndAdd() on QP 0: remoteOffset 4 is not 8-byte aligned (atomics work on aligned 64-bit words)",
+            )
+        }
+
         test("a receive the peer never answers ends with a sentence once the peer finished ($device)") {
             val (server, client) = pair {
                 timeout(wait)

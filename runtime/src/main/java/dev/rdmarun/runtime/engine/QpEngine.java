@@ -225,7 +225,7 @@ public final class QpEngine {
     // ---- posting ----
 
     /**
-     * The size an operation moves: 8 for atomics, the buffer size for {@code size < 0}, else size.
+     * The size an operation moves: 8 for atomics, the buffer size for {@code size == -1}, else size.
      */
     public int effectiveSize(OpKind kind, int size) {
         return kind.isAtomic() ? QueuePair.ATOMIC_SIZE : size < 0 ? bufferSize : size;
@@ -237,6 +237,9 @@ public final class QpEngine {
      */
     public void check(OpKind kind, int size, int buffer, int remoteQp, int remoteBuffer, long remoteOffset) {
         ensureUsable();
+        if (size < -1 && !kind.isAtomic()) {
+            throw new EngineException(kind.label() + "() on QP " + index + ": size " + size + " cannot be negative (-1: the whole buffer)");
+        }
         int bytes = effectiveSize(kind, size);
         if (bytes > bufferSize) {
             throw new EngineException(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " is larger than bufferSize "
