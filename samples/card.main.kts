@@ -1,5 +1,6 @@
-// card: the design card, verbatim. Four QPs; on each, both sides send a message and wait for its
-// completion, `iterations` times (1000 unless --set iterations=N; --set seconds=N runs for N seconds).
+// card: the design card, verbatim. Four QPs; both sides send a message on every QP and wait for
+// their completions, `iterations` times (1000 unless --set iterations=N; --set seconds=N runs for N
+// seconds). `forEachQp { repeat { send(); awaitCompletion() } }` is the same with one coroutine per QP.
 // Nobody calls receive(): each side's messages wait in the peer's inbox, and the results count
 // them as not received. Run it on a machine without rxe0 with -d soft0.
 //
@@ -10,4 +11,4 @@
 
 import dev.rdmarun.dsl.*
 
-rdma { device("rxe0"); qps(4); connect(peer); forEachQp { repeat { send(); awaitCompletion() } } }
+rdma { device("rxe0"); qps(4); connect(peer); repeat { send(); awaitCompletion() } }

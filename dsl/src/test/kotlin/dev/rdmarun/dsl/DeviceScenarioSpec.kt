@@ -359,16 +359,19 @@ class DeviceScenarioSpec : FunSpec({
             server.isFailure shouldBe true
         }
 
-        test("the design card runs as written: messages nobody receives are counted ($device)") {
-            val (server, client) = pair(mapOf("iterations" to "50")) {
+        test("the design card runs as written, per QP and at the scenario level: messages nobody receives are counted ($device)") {
+            val perQp = pair(mapOf("iterations" to "50")) {
                 qps(4)
                 connect(peer)
                 forEachQp { repeat { send(); awaitCompletion() } }
             }
-            for (side in listOf(server.getOrThrow(), client.getOrThrow())) {
-                side.total.operations shouldBe 200
-                side.total.messagesReceived shouldBe 200
-                side.total.messagesNotReceived shouldBe 200
+            val everyQp = pair(mapOf("iterations" to "50")) { qps(4); connect(peer); repeat { send(); awaitCompletion() } }
+            for ((server, client) in listOf(perQp, everyQp)) {
+                for (side in listOf(server.getOrThrow(), client.getOrThrow())) {
+                    side.total.operations shouldBe 200
+                    side.total.messagesReceived shouldBe 200
+                    side.total.messagesNotReceived shouldBe 200
+                }
             }
         }
 
