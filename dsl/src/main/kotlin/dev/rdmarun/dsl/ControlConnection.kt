@@ -145,7 +145,7 @@ internal class ControlConnection private constructor(
                         }
                     }
                     // The peer closes right after its last frame: stop reading before that EOF.
-                    if (frame == Done(2)) break
+                    if (frame is Done && frame.isPhase(2)) break
                 }
             } catch (e: PeerException) {
                 if (!closing) {
@@ -179,9 +179,10 @@ internal class ControlConnection private constructor(
     /**
      * Waits for [expected] as the peer's next frame; anything else means the scenarios differ.
      * [check] runs every 100 ms while it waits and ends the wait by throwing (a deadline).
+     * Returns the frame (a [Done] frame matches any of the same phase, whatever its counts).
      */
     @OptIn(ExperimentalCoroutinesApi::class)
-    suspend fun await(expected: Frame, waitingFor: String, check: () -> Unit) {
+    suspend fun await(expected: Frame, waitingFor: String, check: () -> Unit): Frame {
         var frame: Frame? = null
         while (frame == null) {
             frame = try {
@@ -197,10 +198,12 @@ internal class ControlConnection private constructor(
             }
             if (frame == null) check()
         }
-        if (frame != expected) {
-            if (frame == Done(1)) throw PeerException("the ${peerRole.label} finished its scenario while this side waited for $waitingFor")
+        val matches = if (expected is Done) frame is Done && frame.isPhase(expected.phase) else frame == expected
+        if (!matches) {
+            if (frame is Done && frame.isPhase(1)) throw PeerException("the ${peerRole.label} finished its scenario while this side waited for $waitingFor")
             throw PeerException("the ${peerRole.label} sent ${frameName(frame)} while this side waited for $waitingFor: the two sides run different scenarios")
         }
+        return frame
     }
 
     override fun close() {

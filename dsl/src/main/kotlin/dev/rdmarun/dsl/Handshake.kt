@@ -61,10 +61,18 @@ data object Ready : Frame()
 @SerialName("barrier")
 data class Barrier(val seq: Int) : Frame()
 
-/** Phase 1: this side's scenario ended and its work completed; phase 2: it stopped returning credits. */
+/**
+ * Phase 1: this side's scenario ended and its work completed, after posting [messagesSent]
+ * messages (sends and writeWithImm, which each take a receive at the peer) on each QP; phase 2:
+ * it stopped returning credits. The counts let the peer wait for exactly those arrivals, and no
+ * longer, before it counts what arrived.
+ */
 @Serializable
 @SerialName("done")
-data class Done(val phase: Int) : Frame()
+data class Done(val phase: Int, val messagesSent: List<Long> = emptyList()) : Frame() {
+    /** The same phase (the counts aside). */
+    fun isPhase(p: Int) = phase == p
+}
 
 /**
  * Liveness and progress while the scenario runs: a silent peer is noticed within the timeout,
@@ -90,7 +98,7 @@ data class Failure(val message: String) : Frame()
 
 object Handshake {
     /** Version of the control protocol (frames and their fields). */
-    const val VERSION = 1
+    const val VERSION = 2
 
     /**
      * The first way the remote's hello does not fit this side's, as one sentence seen from this

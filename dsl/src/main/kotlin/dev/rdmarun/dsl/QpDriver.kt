@@ -43,6 +43,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         "a completion in awaitCompletion() on QP $index",
         "its work on QP $index to complete",
         "a credit update on QP $index to complete",
+        "the peer's last messages on QP $index to arrive",
     )
 
     init {
@@ -176,6 +177,15 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     /** The end of the scenario, or a barrier: this QP's work completes first. */
     suspend fun awaitEverything() = awaitThrough(COMPLETED_ALL)
 
+    /**
+     * Waits until [count] messages have arrived on this QP since the start (the end of the
+     * scenario: the peer's work completed, so they are in the completion queue or on their way to it).
+     */
+    suspend fun awaitArrivals(count: Long) {
+        if (engine.stats().messagesReceived() >= count) return
+        return suspendCoroutineUninterceptedOrReturn { c -> park(c, ARRIVALS, count) }
+    }
+
     /** Waits until no credit write of this QP is in flight (end of the scenario). */
     suspend fun awaitCreditIdle() {
         if (!engine.creditWriteInFlight()) return
@@ -262,6 +272,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
             } else return false
             CREDIT_IDLE -> if (!engine.creditWriteInFlight()) Unit else return false
             MESSAGE -> if (engine.hasMessage()) takeMessage() else return false
+            ARRIVALS -> if (engine.stats().messagesReceived() >= waitTarget) Unit else return false
             else -> return false
         }
         unpark().intercepted().resume(value)
@@ -280,8 +291,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     /** Fails the scenario when this QP's wait has outlived the peer's progress by the timeout. */
     fun checkDeadline(now: Long) {
         if (waiter == null) return
-        val finished = session.peerFinishedAt
-        if (waitKind == MESSAGE && finished != 0L && now - finished > PEER_FINISHED_GRACE_NANOS && !engine.hasMessage()) {
+        if (waitKind == MESSAGE && !engine.hasMessage() && engine.stats().messagesReceived() >= session.peerMessagesSent(index)) {
+            // Everything the finished peer sent on this QP has arrived, and none is left for this receive().
             session.fail(session.peerFinishedWithoutSending(index))
         } else if (session.waitExpired(waitSince, now)) {
             val what = when (waitKind) {
@@ -289,6 +300,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
                 CREDIT -> "a free receive at the peer to ${waitOp.label()}() on QP $index"
                 WINDOW -> "the completion of earlier work requests to post on QP $index (sendDepth ${session.settings.sendDepth} are in flight)"
                 COMPLETION -> "the completion of a ${engine.kindOf(waitTarget).label()}() on QP $index"
+                ARRIVALS -> "the last ${waitTarget - engine.stats().messagesReceived()} of the ${waitTarget} messages that ${session.peerName} " +
+                    "says it sent on QP $index to arrive"
                 else -> "the work posted on QP $index to complete"
             }
             session.fail(session.waitedTooLong(what, index, receiving = waitKind == MESSAGE, onCredit = waitKind == CREDIT))
@@ -303,9 +316,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         const val COMPLETION = 4
         const val COMPLETED_ALL = 5
         const val CREDIT_IDLE = 6
-
-        /** A message sent before the peer's "done" is in a completion queue already; this covers the polling in between. */
-        const val PEER_FINISHED_GRACE_NANOS = 100_000_000L
+        const val ARRIVALS = 7
         val EMPTY = ByteArray(0)
     }
 }

@@ -59,6 +59,9 @@ internal class Session(
     val settings = plan.settings
     val role = plan.role
     private val peerLabel = "the ${role.other.label}"
+
+    /** "the server" or "the client": the other side, for sentences. */
+    val peerName get() = peerLabel
     private val timeoutNanos = settings.timeout.inWholeNanoseconds
 
     @Volatile
@@ -110,6 +113,13 @@ internal class Session(
     @Volatile
     var peerFinishedAt = 0L
         private set
+
+    /** The messages the finished peer says it sent on each QP (its "done 1"); null while it runs. */
+    @Volatile
+    private var peerSent: List<Long>? = null
+
+    /** Messages the peer sent on [qp], once it finished; Long.MAX_VALUE while it runs (or sent no usable count). */
+    fun peerMessagesSent(qp: Int): Long = peerSent?.getOrNull(qp) ?: Long.MAX_VALUE
 
     // ---- setup ----
 
@@ -167,7 +177,7 @@ internal class Session(
                 control!!.startWatching(
                     onLost = { fail(it) },
                     onHeartbeat = { heartbeat(it) },
-                    onFrame = { if (it == Done(1)) peerFinished() },
+                    onFrame = { if (it is Done && it.isPhase(1)) peerFinished(it.messagesSent) },
                     heartbeat = { progressReport() },
                 )
                 startNanos = System.nanoTime()
@@ -359,7 +369,8 @@ internal class Session(
         }
     }
 
-    private fun peerFinished() {
+    private fun peerFinished(sent: List<Long>) {
+        peerSent = sent
         peerFinishedAt = System.nanoTime()
         peerProgressAt = peerFinishedAt
     }
@@ -418,11 +429,11 @@ internal class Session(
 
     private suspend fun sendControl(frame: Frame) = withContext(Dispatchers.IO) { control!!.send(frame) }
 
-    private suspend fun awaitControl(frame: Frame, what: String) {
+    private suspend fun awaitControl(frame: Frame, what: String): Frame {
         val since = System.nanoTime()
         controlWait = "$peerLabel to reach $what"
         try {
-            control!!.await(frame, "$peerLabel to reach $what") {
+            return control!!.await(frame, "$peerLabel to reach $what") {
                 failure?.let { throw it }
                 if (waitExpired(since, System.nanoTime())) throw waitedTooLong("$peerLabel to reach $what", null, receiving = false, onCredit = false)
             }
@@ -435,15 +446,32 @@ internal class Session(
     suspend fun finish(): ScenarioResult {
         for (d in drivers) d.awaitEverything()
         drivers.forEach { it.engine.finishReceiving() }
-        sendControl(Done(1))
-        awaitControl(Done(1), "the end of its scenario")
-        // Both sides' work is complete: every message is in a receive queue already.
+        sendControl(Done(1, drivers.map { it.engine.stats().messagesSent() }))
+        val peerDone = awaitControl(Done(1), "the end of its scenario") as Done
+        // Both sides' work is complete, so every message is in a completion queue or on its way
+        // there (a device may acknowledge before it writes the completion): wait for the count.
+        val sent = checkedCounts(peerDone.messagesSent)
+        for (d in drivers) d.awaitArrivals(sent[d.index])
         val end = System.nanoTime()
         drivers.forEach { it.engine.stopCredits() }
         for (d in drivers) d.awaitCreditIdle()
         sendControl(Done(2))
         awaitControl(Done(2), "its final frame")
         return QpCounters.result(role, deviceName, end - startNanos, drivers.map { it.counters })
+    }
+
+    /** The peer's per-QP message counts, checked against what can be true before any wait relies on them. */
+    private fun checkedCounts(sent: List<Long>): List<Long> {
+        if (sent.size != drivers.size) {
+            throw PeerException("$peerLabel reported message counts for ${sent.size} QPs, not ${drivers.size}: it is not a compatible rdma-run")
+        }
+        for (d in drivers) {
+            val arrived = d.engine.stats().messagesReceived()
+            if (sent[d.index] < arrived) {
+                throw PeerException("$peerLabel says it sent ${sent[d.index]} messages on QP ${d.index}, but $arrived arrived: it is not a compatible rdma-run")
+            }
+        }
+        return sent
     }
 
     /** Tells the peer why this side failed (it may not know yet). */

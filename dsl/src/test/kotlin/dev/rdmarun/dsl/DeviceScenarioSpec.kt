@@ -328,6 +328,20 @@ class DeviceScenarioSpec : FunSpec({
             client.exceptionOrNull()!!.message shouldContain "the server failed: the client finished without sending"
         }
 
+        test("a receive() beyond what the finished peer sent fails only after every message it sent was taken ($device)") {
+            var taken = 0
+            val (server, client) = pair {
+                timeout(60.seconds) // the counts end this wait, not the deadline
+                connect(peer)
+                client { qp(0) { repeat(3) { send("m$it".toByteArray()) } } }
+                server { qp(0) { while (true) { receive(); taken++ } } }
+            }
+            taken shouldBe 3
+            server.exceptionOrNull()!!.message shouldBe
+                "the client finished without sending the message that the server waits for in receive() on QP 0"
+            client.isFailure shouldBe true
+        }
+
         test("both sides receiving first end within the timeout, each saying so ($device)") {
             val (server, client) = pair {
                 timeout(wait)

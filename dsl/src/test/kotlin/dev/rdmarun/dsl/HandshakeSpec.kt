@@ -65,7 +65,7 @@ class HandshakeSpec : FunSpec({
             val frames = listOf(
                 hello(Role.CLIENT),
                 hello(Role.SERVER, access = setOf(RemoteAccess.WRITE, RemoteAccess.ATOMIC)),
-                Ready, Barrier(3), Done(1), Done(2),
+                Ready, Barrier(3), Done(1), Done(1, listOf(3, 0)), Done(2),
                 Heartbeat(),
                 Heartbeat(progress = 42, waiting = "receive() on QP 0", messagesWaiting = listOf(0, 3), inboxFull = listOf(1)),
                 Failure("remote has 2 QPs, this side 4"),
@@ -111,9 +111,10 @@ class HandshakeSpec : FunSpec({
         }
 
         test("a hello of another version is reported as a version mismatch before its fields are judged") {
-            val v2 = """{"type":"hello","version":2,"somethingNew":true}"""
-            shouldThrow<PeerException> { FrameCodec.decode(v2.toByteArray()) }.message shouldBe
-                "remote speaks control protocol version 2, this side 1: use the same rdma-run version on both sides"
+            val next = Handshake.VERSION + 1
+            val newer = """{"type":"hello","version":$next,"somethingNew":true}"""
+            shouldThrow<PeerException> { FrameCodec.decode(newer.toByteArray()) }.message shouldBe
+                "remote speaks control protocol version $next, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
         }
     }
 
@@ -156,7 +157,7 @@ class HandshakeSpec : FunSpec({
         }
         test("the version comes first") {
             Handshake.mismatch(hello(Role.SERVER), hello(Role.SERVER, qps = 2).copy(version = 9)) shouldBe
-                "remote speaks control protocol version 9, this side 1: use the same rdma-run version on both sides"
+                "remote speaks control protocol version 9, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
         }
         test("remote access does not have to match: each side grants its own") {
             Handshake.mismatch(hello(Role.SERVER, access = setOf(RemoteAccess.WRITE)), hello(Role.CLIENT)) shouldBe null
@@ -202,22 +203,24 @@ class HandshakeSpec : FunSpec({
         }
 
         test("a peer of another protocol version fails on both sides") {
+            val v = Handshake.VERSION
             val (s, c) = connectedPair()
             val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER)) } }, {
                 val out = DataOutputStream(c.getOutputStream())
                 val input = DataInputStream(c.getInputStream())
                 FrameCodec.writeMagic(out)
-                val v2 = FrameCodec.encode(hello(Role.CLIENT)).toString(Charsets.UTF_8).replace("\"version\":1", "\"version\":2").toByteArray()
-                out.writeInt(v2.size)
-                out.write(v2)
+                val newer = FrameCodec.encode(hello(Role.CLIENT)).toString(Charsets.UTF_8)
+                    .replace("\"version\":$v", "\"version\":${v + 1}").toByteArray()
+                out.writeInt(newer.size)
+                out.write(newer)
                 out.flush()
                 FrameCodec.readMagic(input, "magic")
                 val answer = FrameCodec.read(input, "hello")
-                // What a version-2 peer would do with this version-1 hello:
-                Handshake.mismatch(hello(Role.CLIENT).copy(version = 2), answer as Hello).also { c.close() }
+                // What a newer peer would do with this side's hello:
+                Handshake.mismatch(hello(Role.CLIENT).copy(version = v + 1), answer as Hello).also { c.close() }
             })
-            atServer.exceptionOrNull()!!.message shouldBe "remote speaks control protocol version 2, this side 1: use the same rdma-run version on both sides"
-            atClient.getOrThrow() shouldBe "remote speaks control protocol version 1, this side 2: use the same rdma-run version on both sides"
+            atServer.exceptionOrNull()!!.message shouldBe "remote speaks control protocol version ${v + 1}, this side $v: use the same rdma-run version on both sides"
+            atClient.getOrThrow() shouldBe "remote speaks control protocol version $v, this side ${v + 1}: use the same rdma-run version on both sides"
         }
 
         test("garbage instead of the magic is named as such") {
@@ -362,6 +365,15 @@ class HandshakeSpec : FunSpec({
                 shouldThrow<PeerException> { serverSide.await(Barrier(1), "barrier 1") { } }.message shouldBe
                     "the client finished its scenario while this side waited for barrier 1"
             }
+            serverSide.close()
+            clientSide.close()
+        }
+
+        test("an awaited done frame matches whatever its counts, and comes back with them") {
+            val (serverSide, clientSide) = handshaken()
+            serverSide.watch()
+            clientSide.send(Done(1, listOf(5, 7)))
+            withTimeout(5.seconds) { serverSide.await(Done(1), "the end of its scenario") { } } shouldBe Done(1, listOf(5, 7))
             serverSide.close()
             clientSide.close()
         }

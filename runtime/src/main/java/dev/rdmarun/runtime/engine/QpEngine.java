@@ -340,7 +340,10 @@ public final class QpEngine {
         posted = seq;
         stats.posted++;
         if (signaled) lastSignaled = seq;
-        if (kind.consumesPeerReceive()) consumingSent++;
+        if (kind.consumesPeerReceive()) {
+            consumingSent++;
+            stats.messagesSent++;
+        }
         // Work requests nobody awaits are forgotten once the ring wraps.
         if (posted - awaited > ringMask + 1) awaited = posted - ringMask - 1;
         return seq;

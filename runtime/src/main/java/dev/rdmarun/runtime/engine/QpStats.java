@@ -12,6 +12,7 @@ public final class QpStats {
     long operations;
     long bytesSent;
     long bytesReceived;
+    long messagesSent;
     long messagesReceived;
     long messagesNotReceived;
     /** Post-to-completion latency of signaled work requests, in ns. */
@@ -37,6 +38,12 @@ public final class QpStats {
         return bytesReceived;
     }
 
+    /** Messages posted to the peer: sends and writeWithImm, each of which takes a receive there. */
+    public long messagesSent() {
+        return messagesSent;
+    }
+
+    /** Messages that arrived here (sends and writeWithImm of the peer), whether a receive took them or not. */
     public long messagesReceived() {
         return messagesReceived;
     }
