@@ -31,14 +31,16 @@ case_devices() {
   if rdma_kernel_devices_present; then expect_rc devices 0; else expect_rc devices 1; fi
 }
 
-# rdma-run pingpong between two processes on soft0 (its TCP transport), 500 round trips.
+# rdma-run pingpong between two processes on soft0 (its TCP transport), 500 round trips after
+# 200 that are not counted (--warmup on both sides).
 case_pingpong() {
   local port=18741 ok=0
-  start server "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 500 --peer-timeout 60
+  start server "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 500 --warmup 200 --peer-timeout 60
   wait_listen "$port" server || return 1
-  run client "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 500 --peer-timeout 60 127.0.0.1
+  run client "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 500 --warmup 200 --peer-timeout 60 127.0.0.1
   finish server
   expect_pair_ok "500 iters in" || ok=1
+  expect_log client "warm-up (not counted): 200 iters in" || ok=1
   return $ok
 }
 

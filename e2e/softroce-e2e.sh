@@ -40,55 +40,12 @@ fi
 # Not fatal: the cases that need the launcher fail with their own message.
 [ -f scripts/target/rdma-run.jar ] || echo "softroce-e2e: warning: scripts/target/rdma-run.jar is missing" >&2
 
-# Snapshot of what the VM runs (the launcher, its jars, the samples and their classpath, these
-# scripts), taken in a host temp dir the VM sees read-only: a rebuild in the checkout while
-# the VM runs (minutes) then cannot pull class files from under the running cases.
+. "$root/e2e/snapshot.sh"
 snap=$(mktemp -d "${TMPDIR:-/tmp}/rdma-run-e2e.XXXXXX")
 trap 'rm -rf "$snap"' EXIT
-mkdir -p "$snap/scripts/target" "$snap/samples/target" "$snap/samples/lib"
-cp -a bin e2e "$snap/"
-cp -a samples/*.main.kts "$snap/samples/"
-if [ -f scripts/target/rdma-run.jar ]; then
-  cp -a scripts/target/rdma-run.jar "$snap/scripts/target/"
-  # The launcher's AOT cache: it accepts the copy (same jars, same relative paths, same JDK).
-  [ -f scripts/target/rdma-run.aot ] && cp -a scripts/target/rdma-run.aot "$snap/scripts/target/"
-  [ -d scripts/target/lib ] && cp -a scripts/target/lib "$snap/scripts/target/"
-fi
-cp -a samples/target/classes "$snap/samples/target/"
-for module in runtime dsl; do  # their compiled specs, run in the VM on rxe0
-  mkdir -p "$snap/$module/target"
-  for d in classes test-classes vm-tests; do
-    [ -d "$module/target/$d" ] && cp -a "$module/target/$d" "$snap/$module/target/"
-  done
-done
-cp_entries=()
-IFS=: read -r -a deps <samples/target/classpath.txt || true  # no trailing newline: status 1
-for dep in ${deps[@]+"${deps[@]}"}; do
-  if [ -d "$dep" ]; then
-    cp -a "$dep" "$snap/samples/lib/$(basename "$dep")-dir"
-    cp_entries+=("$snap/samples/lib/$(basename "$dep")-dir")
-  else
-    cp -a "$dep" "$snap/samples/lib/"
-    cp_entries+=("$snap/samples/lib/$(basename "$dep")")
-  fi
-done
-(IFS=:; printf '%s' "${cp_entries[*]}") >"$snap/samples/target/classpath.txt"
-
-# Compiling a scenario script takes minutes under TCG: compile the samples here, with the
-# snapshot's launcher and jars, into a cache in the snapshot. The cache key is the script text
-# and the jars' contents, so the VM's runs of the same snapshot hit these entries (read-only
-# there, which is all a hit needs); the cases check for "compiled script cache hit".
-export RDMA_RUN_CACHE="$snap/script-cache"
-if [ -f "$snap/scripts/target/rdma-run.jar" ]; then
-  warm_start=$SECONDS
-  for kts in "$snap"/samples/*.main.kts; do
-    if ! out=$("$snap/bin/rdma-run" "$kts" --check 2>&1); then
-      echo "softroce-e2e: warning: '$(basename "$kts") --check' failed on the host; its VM cases will fail:" >&2
-      printf '%s\n' "$out" | sed 's/^/    /' >&2
-    fi
-  done
-  echo "softroce-e2e: compiled-script cache warmed for $(ls "$snap"/samples/*.main.kts | wc -l) samples in $((SECONDS - warm_start)) s"
-fi
+snapshot_build "$snap"
+# The cases check for "compiled script cache hit".
+warm_script_cache "$snap" "$snap"/samples/*.main.kts
 
 # Logs go to the checkout (shared read-write with the VM by -C).
 export E2E_LOG_DIR="$root/target/e2e"

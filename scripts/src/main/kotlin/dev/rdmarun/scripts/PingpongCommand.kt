@@ -50,6 +50,10 @@ class PingpongCommand : RdmaCommand("pingpong") {
         .int().restrictTo(min = 1).default(4096)
     private val iters by option("-n", "--iters", metavar = "ITERS", help = "Number of exchanges (default 1000)")
         .int().restrictTo(min = 1).default(1000)
+    private val warmup by option("--warmup", metavar = "ITERS",
+        help = "Exchanges before the -n measured ones, not counted, so the JIT has compiled the loop (default 0). " +
+            "The peer must be rdma-run pingpong with the same --warmup: ibv_rc_pingpong would count them")
+        .int().restrictTo(min = 0).default(0)
     private val tcpPort by option("-p", "--port", metavar = "TCPPORT", help = "TCP port of the address exchange (default 18515)")
         .int().restrictTo(1..65535).default(DEFAULT_TCP_PORT)
     private val rxDepth by option("-r", "--rx-depth", metavar = "DEPTH", help = "Receives to keep posted (default 500)")
@@ -133,6 +137,9 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 val sendFlags = SendFlags.SIGNALED or (if (qp.maxInlineData() >= size) SendFlags.INLINE else 0)
                 val allocatedBefore = if (debug) allocatedBytes() else 0L
                 val nanos = pingPong(qp, cq, mr, wc, sendFlags, isClient = server != null, interruption, limits)
+                if (warmup > 0) {
+                    emit("rdma-run pingpong: warm-up (not counted): " + results(size, warmup, warmupNanos).last(), err = true)
+                }
                 emit(results(size, iters, nanos).joinToString("\n"))
                 if (debug) {
                     emit("rdma-run pingpong: the ping-pong loop allocated ${allocatedBytes() - allocatedBefore} bytes" +
@@ -142,14 +149,20 @@ class PingpongCommand : RdmaCommand("pingpong") {
         }
     }
 
+    /** How long the --warmup exchanges took (set by [pingPong]). */
+    private var warmupNanos = 0L
+
     /**
-     * ibv_rc_pingpong's loop: busy-polls the CQ two completions at a time until [iters] sends and
-     * [iters] receives completed; returns the elapsed nanoseconds. Allocation-free on the success
-     * path. Stops with a failure on an error completion, Ctrl-C, or no completion within the limits.
+     * ibv_rc_pingpong's loop: busy-polls the CQ two completions at a time until [warmup] + [iters]
+     * sends and receives completed; returns the nanoseconds since the [warmup]-th message arrived.
+     * One loop for both phases: a second loop could not tell a next-phase message, polled with the
+     * last of this phase, from this phase's. Allocation-free on the success path. Stops with a
+     * failure on an error completion, Ctrl-C, or no completion within the limits.
      */
     private fun pingPong(qp: QueuePair, cq: CompletionQueue, mr: MemoryRegion, wc: WorkCompletions, sendFlags: Int,
                          isClient: Boolean, interruption: Interruption, limits: Limits): Long {
-        val iters = iters
+        val iters = warmup + iters
+        val warmup = warmup
         val size = size
         val rxDepth = rxDepth
         var routs = rxDepth
@@ -163,6 +176,7 @@ class PingpongCommand : RdmaCommand("pingpong") {
         val peerTimeoutNanos = limits.peerTimeoutMs * 1_000_000
         val deadline = limits.overallDeadline
         val start = System.nanoTime()
+        var measuredFrom = start
         var lastCompletion = start
         var idlePolls = 0
         while (rcnt < iters || scnt < iters) {
@@ -194,6 +208,7 @@ class PingpongCommand : RdmaCommand("pingpong") {
                             routs += more
                         }
                         rcnt++
+                        if (rcnt == warmup) measuredFrom = System.nanoTime()
                     }
                     else -> throw CommandFailure("completion for unknown wr_id $wrId")
                 }
@@ -204,7 +219,8 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 }
             }
         }
-        return System.nanoTime() - start
+        warmupNanos = measuredFrom - start
+        return System.nanoTime() - measuredFrom
     }
 
     /** Heap bytes this thread allocated so far (HotSpot's per-thread counter), or 0 where unsupported. */

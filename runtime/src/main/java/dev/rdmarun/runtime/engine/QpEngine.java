@@ -573,8 +573,10 @@ public final class QpEngine {
             heldImm[at] = imm ? completions.immediate(i) : 0;
             heldFlags[at] = (byte) ((imm ? HAS_IMM : 0) | (completions.opcode(i) == WcOpcode.RECV_RDMA_WITH_IMM ? RDMA_WRITE : 0));
             heldSize++;
-            moveHeldToInbox();
+            // A receive() already waiting takes the message straight from its slot (one copy);
+            // only what is left then goes to the inbox.
             listener.onProgress(QpEngine.this);
+            moveHeldToInbox();
         }
 
         @Override

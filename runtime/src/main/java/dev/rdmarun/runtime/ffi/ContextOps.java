@@ -21,7 +21,11 @@ public final class ContextOps {
     public final MethodHandle pollCq;
     /** int req_notify_cq(ibv_cq *, int solicited_only). */
     public final MethodHandle reqNotifyCq;
-    /** int post_send(ibv_qp *, ibv_send_wr *, ibv_send_wr **bad_wr). */
+    /**
+     * int post_send(ibv_qp *, ibv_send_wr *, ibv_send_wr **bad_wr): critical, like post_recv. Both
+     * return at once (user space, or a short doorbell syscall in software providers), never block
+     * and never call back into Java, so the thread-state transition they skip is pure cost.
+     */
     public final MethodHandle postSend;
     /** int post_recv(ibv_qp *, ibv_recv_wr *, ibv_recv_wr **bad_wr). */
     public final MethodHandle postRecv;
@@ -38,9 +42,9 @@ public final class ContextOps {
         reqNotifyCq = bind(ctx.get(ADDRESS, Structs.CONTEXT_OPS_REQ_NOTIFY_CQ),
                 FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
         postSend = bind(ctx.get(ADDRESS, Structs.CONTEXT_OPS_POST_SEND),
-                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS), Linker.Option.critical(false));
         postRecv = bind(ctx.get(ADDRESS, Structs.CONTEXT_OPS_POST_RECV),
-                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS), Linker.Option.critical(false));
         queryPortExtended = extendedQueryPort(context);
     }
 

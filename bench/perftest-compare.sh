@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# rdma-run against perftest on the same Soft-RoCE device, case by case: the same operation,
+# size, iterations, QPs and depths, the two tools alternating, each peer pinned to its own vCPU
+# (taskset -c 0 for the server, -c 1 for the client, the same for both tools).
+#
+#   bench/perftest-compare.sh [--quick] [--rounds N] [--cases REGEX]
+#
+# On a machine without rxe0 it snapshots the build, warms the compiled-script cache and runs
+# itself in the Soft-RoCE VM (../shared/softroce/softroce-vm.sh, 2 vCPUs under multi-threaded
+# TCG: with one vCPU every round trip waits for a scheduler tick). Build first:
+# ./mvnw -DskipTests package. Logs: target/bench/.
+#
+# Cases and methods (rdma-run side: bench/scenarios/lat.main.kts and bw.main.kts):
+#   lat_{send,write,read}_{2,64,4096}  ib_{send,write,read}_lat -s SIZE -n N: t_typical (median
+#       one way: round trip / 2; READ: the whole READ), against the scenario's median over N
+#       exchanges after a warm-up it does not count (its cold figure, the first N, is shown too);
+#       inline sends up to the size perftest used in the same round (none on rxe: it does not
+#       know the device's inline support).
+#   bw_{send,write,read}_{4096,65536}_q{1,4}  ib_*_bw -s SIZE -n N -q QPS -t DEPTH -Q SIGNAL:
+#       BW average [MB/s] against the scenario's, DEPTH in flight per QP, one in SIGNAL signaled.
+#   bw_atomic  ib_atomic_bw -A FETCH_AND_ADD, likewise.
+#   pingpong   ibv_rc_pingpong -s 64 -n N against rdma-run pingpong --warmup W: usec/iter (the
+#       cold figure is the warm-up's).
+# --quick: one round of lat_send_64, bw_write_65536_q1 and pingpong (CI runs it to keep the
+# harness working; its figures judge nothing).
+#
+# Prints every round, then per case the medians and the ratio rdma-run / C, and last
+#   lat_ratio=  bw_ratio=  pingpong_ratio=   (medians of the cases' ratios)
+#   jvm_runs=  jvm_crashes=                  (guest JVMs that died of a signal; see BENCHMARKS.md)
+# Exit status: 0 when every case has figures from both tools, 1 otherwise.
+set -euo pipefail
+root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+
+quick=0
+rounds=5
+only=""
+args=("$@")
+while (($#)); do
+  case $1 in
+    --quick) quick=1 ;;
+    --rounds) rounds=${2:?--rounds needs a number}; shift ;;
+    --cases) only=${2:?--cases needs a regular expression}; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "perftest-compare: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+((quick)) && rounds=1
+
+# ---- on the host: run this script in the Soft-RoCE VM ----
+if [ -z "${SOFTROCE_DEV-}" ]; then
+  cd "$root"
+  vm=${SOFTROCE_VM:-$(dirname -- "$root")/shared/softroce/softroce-vm.sh}
+  [ -x "$vm" ] || { echo "perftest-compare: the Soft-RoCE VM script $vm is missing: set SOFTROCE_VM" >&2; exit 2; }
+  [ -f scripts/target/rdma-run.jar ] && [ -f samples/target/classpath.txt ] ||
+    { echo "perftest-compare: the checkout is not built: run ./mvnw -DskipTests package first" >&2; exit 2; }
+  . "$root/e2e/snapshot.sh"
+  snap=$(mktemp -d "${TMPDIR:-/tmp}/rdma-run-bench.XXXXXX")
+  trap 'rm -rf "$snap"' EXIT
+  snapshot_build "$snap"
+  warm_script_cache "$snap" "$snap"/bench/scenarios/*.main.kts
+  export BENCH_LOG_DIR="$root/target/bench"
+  rm -rf "$BENCH_LOG_DIR" && mkdir -p "$BENCH_LOG_DIR"
+  set +e
+  "$vm" -C -c 2 -t "${BENCH_VM_TIMEOUT:-5400}" -e RDMA_RUN_CACHE -e BENCH_LOG_DIR -e RDMA_RUN_JAVA_OPTS \
+    -- bash "$snap/bench/perftest-compare.sh" ${args[@]+"${args[@]}"}
+  rc=$?
+  set -e
+  # The summary again, last: the VM's serial console can lose its tail.
+  [ -f "$BENCH_LOG_DIR/summary.txt" ] && cat "$BENCH_LOG_DIR/summary.txt"
+  exit $rc
+fi
+
+# ---- in the VM ----
+DEV=$SOFTROCE_DEV
+IP=$SOFTROCE_IP
+GIDX=${SOFTROCE_GID_INDEX:-1}
+RDMA_RUN="$root/bin/rdma-run"
+SCENARIOS="$root/bench/scenarios"
+LOGS=${BENCH_LOG_DIR:-/tmp/rdma-run-bench}
+mkdir -p "$LOGS"
+: >"$LOGS/summary.txt"
+[ "$(nproc)" -ge 2 ] || echo "perftest-compare: warning: $(nproc) CPU: latency figures wait for scheduler ticks" >&2
+PROC_TIMEOUT=600
+port=19200
+jvm_runs=0
+jvm_crashes=0
+
+lat_n=1000
+lat_warmup=$((quick ? 5000 : 20000))
+bw_n=1000
+depth=128
+signal=100
+
+# log NAME: the log file of one side of one run
+say() { echo "$*" | tee -a "$LOGS/summary.txt"; }
+
+# wait_port PORT PID: until PORT listens (or PID exits: its log says why).
+wait_port() {
+  local t0=$SECONDS
+  until [ -n "$(ss -ltnH "sport = :$1" 2>/dev/null)" ]; do
+    kill -0 "$2" 2>/dev/null || return 1
+    ((SECONDS - t0 < 120)) || return 1
+    sleep 0.1
+  done
+}
+
+# pair LOG SERVER_CMD... -- CLIENT_CMD...: server on vCPU 0, client on vCPU 1; 0 when both exit 0.
+# A JVM that dies of a signal (TCG has crashed JIT code) is counted and its run tried once more.
+pair() {
+  local log=$1 try server_cmd=() client_cmd=() spid src crc
+  shift
+  while [ "$1" != -- ]; do server_cmd+=("$1"); shift; done
+  shift
+  client_cmd=("$@")
+  for try in 1 2; do
+    port=$((port + 1))
+    local s=("${server_cmd[@]//@PORT@/$port}") c=("${client_cmd[@]//@PORT@/$port}")
+    echo "+ ${s[*]}" >"$log.server"
+    echo "+ ${c[*]}" >"$log.client"
+    timeout -k 5 "$PROC_TIMEOUT" taskset -c 0 "${s[@]}" >>"$log.server" 2>&1 &
+    spid=$!
+    if wait_port "$port" "$spid"; then
+      timeout -k 5 "$PROC_TIMEOUT" taskset -c 1 "${c[@]}" >>"$log.client" 2>&1 && crc=0 || crc=$?
+    else
+      crc=125
+    fi
+    wait "$spid" && src=0 || src=$?
+    if [[ ${s[0]} == "$RDMA_RUN" ]]; then
+      jvm_runs=$((jvm_runs + 2))
+      local crashed=0 side
+      for side in server client; do
+        if grep -q "A fatal error has been detected by the Java Runtime" "$log.$side"; then
+          crashed=1
+          jvm_crashes=$((jvm_crashes + 1))
+        fi
+      done
+      if ((crashed && try == 1)); then
+        say "  (a guest JVM crashed in $(basename "$log"); trying once more)"
+        mv "$log.server" "$log.server.crashed"; mv "$log.client" "$log.client.crashed"
+        continue
+      fi
+    fi
+    [ "$src" = 0 ] && [ "$crc" = 0 ]
+    return
+  done
+}
+
+# Figures from the logs.
+lat_of() { awk -v s="$2" '$1 == s && NF >= 9 { v = $5 } END { print v }' "$1"; }       # perftest t_typical
+bw_of() { awk -v s="$2" '$1 == s && NF >= 5 { v = $4 } END { print v }' "$1"; }        # perftest BW average
+iter_of() { awk '/usec\/iter/ { for (i = 2; i <= NF; i++) if ($i == "usec/iter") v = $(i - 1) } END { print v }' "$1"; }
+field_of() { sed -n "s/.*rdma-run-bench .*$2=\([0-9.]*\).*/\1/p" "$1" | tail -1; }
+median() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.3f", a / b }'; }
+
+failed=0
+lat_ratios=""
+bw_ratios=""
+pingpong_ratios=""
+
+# run_case NAME KIND C_CMD... -- RDMA_ARGS...: KIND lat|bw|pingpong
+run_case() {
+  local name=$1 kind=$2 c_cmd=() r_args=() round cv rv rc_v c_all="" r_all="" rc_all=""
+  shift 2
+  [[ -n $only && ! $name =~ $only ]] && return 0
+  while [ "$1" != -- ]; do c_cmd+=("$1"); shift; done
+  shift
+  r_args=("$@")
+  mkdir -p "$LOGS/$name"
+  for ((round = 1; round <= rounds; round++)); do
+    local base="$LOGS/$name/$round"
+    cv="" rv="" rc_v=""
+    # perftest (or ibv_rc_pingpong) first, then rdma-run: alternating, round after round
+    if pair "$base.c" "${c_cmd[@]}" -p @PORT@ -- "${c_cmd[@]}" -p @PORT@ "$IP"; then
+      case $kind in
+        lat) cv=$(lat_of "$base.c.client" "$size") ;;
+        bw) cv=$(bw_of "$base.c.client" "$size") ;;
+        pingpong) cv=$(iter_of "$base.c.client") ;;
+      esac
+    fi
+    if [ "$kind" = pingpong ]; then
+      if pair "$base.r" "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ -- "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ "$IP"; then
+        rv=$(iter_of "$base.r.client")
+        rc_v=$(grep 'warm-up (not counted)' "$base.r.client" | iter_of /dev/stdin)
+      fi
+    else
+      local common=("${r_args[@]}" -d "$DEV" -g "$GIDX" --timeout 120s) inline
+      # Inline sends as perftest used them this round (it disables them on devices it does not know, rxe among them)
+      inline=$(sed -n 's/.*Max inline data *: *\([0-9]*\).*/\1/p' "$base.c.client" | head -1)
+      [ "$kind" = lat ] && [ -n "$inline" ] && common+=(--set "inline=$inline")
+      if pair "$base.r" "$RDMA_RUN" "${common[@]}" --listen @PORT@ -- "$RDMA_RUN" "${common[@]}" --peer "$IP:@PORT@"; then
+        if [ "$kind" = lat ]; then
+          rv=$(field_of "$base.r.client" steady_us); rc_v=$(field_of "$base.r.client" cold_us)
+        else
+          rv=$(field_of "$base.r.client" steady_MBps); rc_v=$(field_of "$base.r.client" cold_MBps)
+        fi
+      fi
+    fi
+    say "  $name round $round: C ${cv:-failed}, rdma-run ${rv:-failed}${rc_v:+ (cold $rc_v)}"
+    c_all+=" $cv" r_all+=" $rv" rc_all+=" $rc_v"
+  done
+  local cm rm rcm q unit
+  cm=$(echo "$c_all" | median) rm=$(echo "$r_all" | median) rcm=$(echo "$rc_all" | median)
+  q=$(ratio "$rm" "$cm")
+  case $kind in lat | pingpong) unit=us ;; bw) unit=MB/s ;; esac
+  say "$name: C ${cm:-n/a} $unit, rdma-run ${rm:-n/a} $unit${rcm:+ (cold $rcm)}, rdma-run/C ${q:-n/a}"
+  if [ -z "$q" ]; then
+    failed=1
+    return 0
+  fi
+  case $kind in
+    lat) lat_ratios+=" $q" ;;
+    bw) bw_ratios+=" $q" ;;
+    pingpong) pingpong_ratios+=" $q" ;;
+  esac
+}
+
+lat_case() { # OP SIZE
+  local op=$1 size=$2
+  run_case "lat_${op}_$size" lat "ib_${op}_lat" -d "$DEV" -x "$GIDX" -s "$size" -n "$lat_n" -F \
+    -- "$SCENARIOS/lat.main.kts" --set "op=$op" --set "size=$size" --set "iterations=$lat_n" --set "warmup=$lat_warmup"
+}
+bw_case() { # OP SIZE QPS
+  local op=$1 size=$2 qps=$3 c=("ib_${1}_bw")
+  [ "$op" = atomic ] && c+=(-A FETCH_AND_ADD) || c+=(-s "$size")
+  run_case "bw_${op}_${size}_q$qps" bw "${c[@]}" -d "$DEV" -x "$GIDX" -n "$bw_n" -q "$qps" -t "$depth" -Q "$signal" -F \
+    -- "$SCENARIOS/bw.main.kts" --set "op=$op" --set "size=$size" --set "qps=$qps" --set "depth=$depth" \
+    --set "signal=$signal" --set "iterations=$bw_n" --set "warmup=$bw_n"
+}
+pingpong_case() {
+  local size=64 n=$((quick ? 1000 : 5000))
+  run_case pingpong pingpong ibv_rc_pingpong -d "$DEV" -g "$GIDX" -s "$size" -n "$n" \
+    -- -d "$DEV" -g "$GIDX" -s "$size" -n "$n" --warmup "$lat_warmup"
+}
+
+say "perftest-compare on $DEV ($(nproc) vCPUs), $rounds round(s) per case, $(date -u +%Y-%m-%dT%H:%MZ)"
+if ((quick)); then
+  lat_case send 64
+  bw_case write 65536 1
+  pingpong_case
+else
+  for op in send write read; do for size in 2 64 4096; do lat_case "$op" "$size"; done; done
+  for op in send write read; do for size in 4096 65536; do for qps in 1 4; do bw_case "$op" "$size" "$qps"; done; done; done
+  bw_case atomic 8 1
+  pingpong_case
+fi
+say "lat_ratio=$(echo "$lat_ratios" | median) bw_ratio=$(echo "$bw_ratios" | median) pingpong_ratio=$(echo "$pingpong_ratios" | median)"
+say "jvm_runs=$jvm_runs jvm_crashes=$jvm_crashes"
+exit $failed

@@ -1,0 +1,58 @@
+# Sourced by the scripts that run the build in the Soft-RoCE VM (e2e/softroce-e2e.sh,
+# bench/perftest-compare.sh): a snapshot of what the VM runs, and its warmed script cache.
+# Expects root (the checkout) to be set.
+
+# snapshot_build SNAP: copies the launcher, its jars, the scripts (samples, bench scenarios),
+# the compiled samples and specs with their classpath, and these scripts into SNAP, a host temp
+# dir the VM sees read-only: a rebuild in the checkout while the VM runs (minutes) then cannot
+# pull class files from under the running cases.
+snapshot_build() {
+  local snap=$1 module d dep
+  mkdir -p "$snap/scripts/target" "$snap/samples/target" "$snap/samples/lib" "$snap/bench"
+  cp -a "$root/bin" "$root/e2e" "$snap/"
+  cp -a "$root"/samples/*.main.kts "$snap/samples/"
+  cp -a "$root/bench/scenarios" "$root/bench/perftest-compare.sh" "$snap/bench/"
+  if [ -f "$root/scripts/target/rdma-run.jar" ]; then
+    cp -a "$root/scripts/target/rdma-run.jar" "$snap/scripts/target/"
+    # The launcher's AOT cache: it accepts the copy (same jars, same relative paths, same JDK).
+    [ -f "$root/scripts/target/rdma-run.aot" ] && cp -a "$root/scripts/target/rdma-run.aot" "$snap/scripts/target/"
+    [ -d "$root/scripts/target/lib" ] && cp -a "$root/scripts/target/lib" "$snap/scripts/target/"
+  fi
+  cp -a "$root/samples/target/classes" "$snap/samples/target/"
+  for module in runtime dsl; do  # their compiled specs, run in the VM on rxe0
+    mkdir -p "$snap/$module/target"
+    for d in classes test-classes vm-tests; do
+      [ -d "$root/$module/target/$d" ] && cp -a "$root/$module/target/$d" "$snap/$module/target/"
+    done
+  done
+  local cp_entries=() deps=()
+  IFS=: read -r -a deps <"$root/samples/target/classpath.txt" || true  # no trailing newline: status 1
+  for dep in ${deps[@]+"${deps[@]}"}; do
+    if [ -d "$dep" ]; then
+      cp -a "$dep" "$snap/samples/lib/$(basename "$dep")-dir"
+      cp_entries+=("$snap/samples/lib/$(basename "$dep")-dir")
+    else
+      cp -a "$dep" "$snap/samples/lib/"
+      cp_entries+=("$snap/samples/lib/$(basename "$dep")")
+    fi
+  done
+  (IFS=:; printf '%s' "${cp_entries[*]}") >"$snap/samples/target/classpath.txt"
+}
+
+# warm_script_cache SNAP SCRIPT...: compiling a scenario script takes minutes under TCG, so
+# compile them here, with the snapshot's launcher and jars, into SNAP/script-cache (exported as
+# RDMA_RUN_CACHE). The cache key is the script text and the jars' contents, so the VM's runs of
+# the same snapshot hit these entries (read-only there, which is all a hit needs).
+warm_script_cache() {
+  local snap=$1 kts out warm_start=$SECONDS
+  shift
+  export RDMA_RUN_CACHE="$snap/script-cache"
+  [ -f "$snap/scripts/target/rdma-run.jar" ] || return 0
+  for kts in "$@"; do
+    if ! out=$("$snap/bin/rdma-run" "$kts" --check 2>&1); then
+      echo "warning: '$(basename "$kts") --check' failed on the host; its VM runs will fail:" >&2
+      printf '%s\n' "$out" | sed 's/^/    /' >&2
+    fi
+  done
+  echo "compiled-script cache warmed for $# scripts in $((SECONDS - warm_start)) s"
+}
