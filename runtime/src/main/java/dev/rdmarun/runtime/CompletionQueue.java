@@ -39,6 +39,7 @@ public abstract non-sealed class CompletionQueue extends VerbsResource {
      */
     public final int poll(WorkCompletions completions) {
         ensureOpen();
+        completions.ensureOpen();
         int n = pollInto(completions.segment, completions.capacity());
         if (n < 0) {
             throw VerbsException.of("ibv_poll_cq", -n, "the CQ overflowed: make it larger than all outstanding work requests of the QPs that share it");

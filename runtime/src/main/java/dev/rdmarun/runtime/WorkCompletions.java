@@ -3,6 +3,7 @@ package dev.rdmarun.runtime;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
+import dev.rdmarun.runtime.ffi.Segments;
 import dev.rdmarun.runtime.ffi.Structs;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -16,14 +17,16 @@ public final class WorkCompletions implements AutoCloseable {
     private static final int WC_WITH_IMM = 2;
 
     private final Arena arena;
+    /** The array, unscoped: polls and reads check {@link #closed} instead of the arena (see Segments). */
     final MemorySegment segment;
+    private boolean closed;
     private final int capacity;
     int count;
 
     public WorkCompletions(int capacity) {
         if (capacity < 1) throw new IllegalArgumentException("capacity must be positive");
         this.arena = Arena.ofShared();
-        this.segment = arena.allocate(Structs.IBV_WC, capacity);
+        this.segment = Segments.unscoped(arena.allocate(Structs.IBV_WC, capacity));
         this.capacity = capacity;
     }
 
@@ -34,6 +37,10 @@ public final class WorkCompletions implements AutoCloseable {
     /** How many the last poll returned. */
     public int count() {
         return count;
+    }
+
+    void ensureOpen() {
+        if (closed) throw new IllegalStateException("these WorkCompletions are closed");
     }
 
     private long at(int i) {
@@ -99,6 +106,9 @@ public final class WorkCompletions implements AutoCloseable {
 
     @Override
     public void close() {
+        if (closed) return;
+        closed = true;
+        count = 0; // every accessor now fails its index check
         arena.close();
     }
 }

@@ -19,6 +19,7 @@ import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WrOpcode;
 import dev.rdmarun.runtime.ffi.Calls;
+import dev.rdmarun.runtime.ffi.Segments;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
@@ -50,11 +51,12 @@ final class NativeQueuePair extends QueuePair {
         this.maxInlineData = maxInlineData;
         this.postSendOp = context.ops.postSend;
         this.postRecvOp = context.ops.postRecv;
-        this.sendWr = arena.allocate(IBV_SEND_WR);
-        this.sendSge = arena.allocate(IBV_SGE);
-        this.recvWr = arena.allocate(IBV_RECV_WR);
-        this.recvSge = arena.allocate(IBV_SGE);
-        this.badWr = arena.allocate(ADDRESS);
+        // Unscoped views (see Segments): QueuePair checks that it is open before every post.
+        this.sendWr = Segments.unscoped(arena.allocate(IBV_SEND_WR));
+        this.sendSge = Segments.unscoped(arena.allocate(IBV_SGE));
+        this.recvWr = Segments.unscoped(arena.allocate(IBV_RECV_WR));
+        this.recvSge = Segments.unscoped(arena.allocate(IBV_SGE));
+        this.badWr = Segments.unscoped(arena.allocate(ADDRESS));
         sendWr.set(ADDRESS, SEND_WR_NEXT, MemorySegment.NULL);
         recvWr.set(ADDRESS, RECV_WR_NEXT, MemorySegment.NULL);
     }
