@@ -89,6 +89,9 @@ jvm_crashes=0
 lat_n=1000
 lat_warmup=$((quick ? 5000 : 20000))
 bw_n=1000
+# Small messages are bound by the per-operation cost, which the JIT must have compiled first (1000
+# warm-up writes of 4 KiB measured the interpreter); large ones by moving the data.
+bw_warmup_small=$((quick ? 5000 : 20000))
 depth=128
 signal=100
 
@@ -226,7 +229,7 @@ bw_case() { # OP SIZE QPS
   [ "$op" = atomic ] && c+=(-A FETCH_AND_ADD) || c+=(-s "$size")
   run_case "bw_${op}_${size}_q$qps" bw "${c[@]}" -d "$DEV" -x "$GIDX" -n "$bw_n" -q "$qps" -t "$depth" -Q "$signal" -F \
     -- "$SCENARIOS/bw.main.kts" --set "op=$op" --set "size=$size" --set "qps=$qps" --set "depth=$depth" \
-    --set "signal=$signal" --set "iterations=$bw_n" --set "warmup=$bw_n"
+    --set "signal=$signal" --set "iterations=$bw_n" --set "warmup=$((size <= 4096 ? bw_warmup_small : bw_n))"
 }
 pingpong_case() {
   local size=64 n=$((quick ? 1000 : 5000))

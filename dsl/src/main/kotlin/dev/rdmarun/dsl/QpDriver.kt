@@ -275,7 +275,10 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
             ARRIVALS -> if (engine.stats().messagesReceived() >= waitTarget) Unit else return false
             else -> return false
         }
-        unpark().intercepted().resume(value)
+        // Resumed right here, on the dispatcher thread it was parked on: no trip through the task
+        // queue between a completion and the code that waits for it. Safe because every engine
+        // callback reports progress last, and nothing a coroutine calls polls a CQ.
+        unpark().resume(value)
         return true
     }
 

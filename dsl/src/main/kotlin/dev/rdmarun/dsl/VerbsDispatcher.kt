@@ -11,8 +11,8 @@ import kotlinx.coroutines.cancel
 /**
  * The runtime's polling thread as a coroutine dispatcher: scenario coroutines post work requests
  * on the thread that polls their CQs, so the data path needs no locks and no thread hops. A
- * completion resumes its coroutine through the dispatcher's task queue (never inline inside the
- * poll loop, whose completion array is reused).
+ * completion resumes the coroutine that waits for it directly, inside the poll loop (QpDriver);
+ * everything else (launches, kotlinx's own resumptions) goes through the dispatcher's task queue.
  */
 internal class VerbsDispatcher(val polling: PollingDispatcher) : CoroutineDispatcher() {
     override fun dispatch(context: CoroutineContext, block: Runnable) {
