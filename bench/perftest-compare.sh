@@ -17,7 +17,9 @@
 #       inline sends up to the size perftest used in the same round (none on rxe: it does not
 #       know the device's inline support).
 #   bw_{send,write,read}_{4096,65536}_q{1,4}  ib_*_bw -s SIZE -n N -q QPS -t DEPTH -Q SIGNAL:
-#       BW average [MB/s] against the scenario's, DEPTH in flight per QP, one in SIGNAL signaled.
+#       BW average [MB/s] against the scenario's, DEPTH in flight per QP, one in SIGNAL signaled,
+#       after a warm-up of N work requests per QP (20,000 up to 4 KiB, where the per-operation
+#       cost, compiled or not, decides).
 #   bw_atomic  ib_atomic_bw -A FETCH_AND_ADD, likewise.
 #   pingpong   ibv_rc_pingpong -s 64 -n N against rdma-run pingpong --warmup W: usec/iter (the
 #       cold figure is the warm-up's).

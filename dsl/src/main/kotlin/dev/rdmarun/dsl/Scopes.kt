@@ -145,7 +145,9 @@ interface QpScope : CommonScope {
 
     /**
      * The next message the peer sent on this QP (waits for it). Messages that arrive before a
-     * receive asks wait in this QP's inbox (`inboxDepth`).
+     * receive asks wait in this QP's inbox (`inboxDepth`). Fails with a [ScenarioException] when
+     * the peer has finished and every message it sent on this QP was taken, or when the peer made
+     * no progress for `timeout`.
      */
     suspend fun receive(): Message
 
