@@ -89,11 +89,11 @@ jvm_runs=0
 jvm_crashes=0
 
 lat_n=1000
-lat_warmup=$((quick ? 5000 : 20000))
+lat_warmup=20000
 bw_n=1000
 # Small messages are bound by the per-operation cost, which the JIT must have compiled first (1000
 # warm-up writes of 4 KiB measured the interpreter); large ones by moving the data.
-bw_warmup_small=$((quick ? 5000 : 20000))
+bw_warmup_small=20000
 depth=128
 signal=100
 
