@@ -303,7 +303,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
                 CREDIT -> "a free receive at the peer to ${waitOp.label()}() on QP $index"
                 WINDOW -> "the completion of earlier work requests to post on QP $index (sendDepth ${session.settings.sendDepth} are in flight)"
                 COMPLETION -> "the completion of a ${engine.kindOf(waitTarget).label()}() on QP $index"
-                ARRIVALS -> "the last ${waitTarget - engine.stats().messagesReceived()} of the ${waitTarget} messages that ${session.peerName} " +
+                ARRIVALS -> "the last ${waitTarget - engine.stats().messagesReceived()} of the ${waitTarget} messages that ${session.peerLabel} " +
                     "says it sent on QP $index to arrive"
                 else -> "the work posted on QP $index to complete"
             }

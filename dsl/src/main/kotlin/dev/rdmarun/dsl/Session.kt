@@ -58,10 +58,8 @@ internal class Session(
 ) : PollingDispatcher.Agent {
     val settings = plan.settings
     val role = plan.role
-    private val peerLabel = "the ${role.other.label}"
-
     /** "the server" or "the client": the other side, for sentences. */
-    val peerName get() = peerLabel
+    val peerLabel = "the ${role.other.label}"
     private val timeoutNanos = settings.timeout.inWholeNanoseconds
 
     @Volatile

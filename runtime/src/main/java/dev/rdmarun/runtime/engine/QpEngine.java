@@ -98,7 +98,6 @@ public final class QpEngine {
     private long completed;
     private long awaited;
     private long lastSignaled;
-    private long consumingSent;
     private long lastPeerReposted;
 
     // ---- credits returned to the peer ----
@@ -340,10 +339,7 @@ public final class QpEngine {
         posted = seq;
         stats.posted++;
         if (signaled) lastSignaled = seq;
-        if (kind.consumesPeerReceive()) {
-            consumingSent++;
-            stats.messagesSent++;
-        }
+        if (kind.consumesPeerReceive()) stats.messagesSent++;
         // Work requests nobody awaits are forgotten once the ring wraps.
         if (posted - awaited > ringMask + 1) awaited = posted - ringMask - 1;
         return seq;
@@ -458,15 +454,15 @@ public final class QpEngine {
         VarHandle.acquireFence(); // the HCA wrote it: read the current value
         long reposted = creditWords.segment().get(BIG_ENDIAN_LONG, index * 8L);
         if (reposted != lastPeerReposted) {
-            if (reposted < lastPeerReposted || reposted > consumingSent) {
+            if (reposted < lastPeerReposted || reposted > stats.messagesSent) {
                 fail(new EngineException(peer.name() + " reported " + reposted + " re-posted receives on QP " + index
-                        + " after " + lastPeerReposted + ", but was sent only " + consumingSent
+                        + " after " + lastPeerReposted + ", but was sent only " + stats.messagesSent
                         + " messages: it is not a compatible rdma-run"));
                 return 0;
             }
             lastPeerReposted = reposted;
         }
-        return peer.recvDepth() + reposted - consumingSent;
+        return peer.recvDepth() + reposted - stats.messagesSent;
     }
 
     // ---- credits: receiver side ----
