@@ -2,20 +2,13 @@ package dev.rdmarun.bench;
 
 import dev.rdmarun.runtime.IdleMode;
 import dev.rdmarun.runtime.PollingDispatcher;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
 import org.openjdk.jmh.annotations.Level;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * The dispatcher's hand-off: a task submitted from another thread ({@code execute}) until it has
@@ -24,12 +17,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * coroutines run there and do not pay it). Run by bench/jmh.sh; figures in BENCHMARKS.md.
  */
 @State(Scope.Thread)
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-@Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED"})
-public class DispatchBench {
+public class DispatchBench extends JmhDefaults {
     @Param({"BUSY_SPIN", "BACKOFF"})
     public IdleMode mode;
 
