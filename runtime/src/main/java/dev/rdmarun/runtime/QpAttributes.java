@@ -28,6 +28,7 @@ public final class QpAttributes {
     private int retryCount;
     private int rnrRetry;
     private int maxRdAtomic;
+    private FabricKey fabricKey;
 
     public QpAttributes state(QpState s) {
         state = s;
@@ -69,6 +70,12 @@ public final class QpAttributes {
     public QpAttributes addressVector(AddressVector a) {
         av = a;
         mask.add(QpAttr.AV);
+        return this;
+    }
+
+    /** soft0's connection secret ({@link FabricKey}); not a verbs attribute, so no mask bit: hardware never sees it. */
+    public QpAttributes fabricKey(FabricKey k) {
+        fabricKey = k;
         return this;
     }
 
@@ -149,6 +156,7 @@ public final class QpAttributes {
 
     public QpState state() { return state; }
     public QpState currentState() { return currentState; }
+    public FabricKey fabricKey() { return fabricKey; }
     public Set<Access> access() { return access; }
     public int pkeyIndex() { return pkeyIndex; }
     public int port() { return port; }

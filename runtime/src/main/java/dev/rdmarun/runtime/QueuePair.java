@@ -75,7 +75,8 @@ public abstract non-sealed class QueuePair extends VerbsResource {
         QpAttributes a = new QpAttributes().state(QpState.RTR).pathMtu(r.pathMtu()).destQpn(remote.qpn())
                 .rqPsn(remote.psn())
                 .addressVector(new AddressVector(remote.lid(), remote.gid(), r.sgidIndex(), r.port(), r.hopLimit(),
-                        r.trafficClass(), r.serviceLevel()));
+                        r.trafficClass(), r.serviceLevel()))
+                .fabricKey(r.fabricKey());
         if (config.type() == QpType.RC) a.maxDestRdAtomic(r.maxDestRdAtomic()).minRnrTimer(r.minRnrTimer());
         modify(a, QpState.INIT, errno -> "the local GID index " + r.sgidIndex()
                 + " may be wrong or of another RoCE version/IP family than the peer's GID " + remote.gid() + "; "

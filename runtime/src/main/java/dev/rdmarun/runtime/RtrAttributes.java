@@ -5,6 +5,8 @@ package dev.rdmarun.runtime;
  * max_dest_rd_atomic (incoming READ/atomic depth) and min_rnr_timer (what this side asks a
  * sender to wait when no receive is posted). RoCE always addresses through a GRH: sgidIndex
  * chooses the local GID, and it must be of the same RoCE version and IP family as the peer's.
+ * {@code fabricKey} (null: none) is the software provider's connection secret ({@link FabricKey}):
+ * soft0 requires it for a QP whose peer is in another process, hardware ignores it.
  */
 public record RtrAttributes(
         QpEndpoint remote,
@@ -15,7 +17,8 @@ public record RtrAttributes(
         int minRnrTimer,
         int hopLimit,
         int trafficClass,
-        int serviceLevel) {
+        int serviceLevel,
+        FabricKey fabricKey) {
 
     public RtrAttributes {
         if (remote == null) throw new IllegalArgumentException("RTR needs the remote endpoint");
@@ -26,14 +29,20 @@ public record RtrAttributes(
 
     /** Defaults of ibv_rc_pingpong: 1 outstanding READ/atomic, min_rnr_timer 12 (0.64 ms), hop limit 1. */
     public static RtrAttributes of(QpEndpoint remote, int port, int sgidIndex, Mtu pathMtu) {
-        return new RtrAttributes(remote, port, sgidIndex, pathMtu, 1, 12, 1, 0, 0);
+        return new RtrAttributes(remote, port, sgidIndex, pathMtu, 1, 12, 1, 0, 0, null);
     }
 
     public RtrAttributes withMaxDestRdAtomic(int n) {
-        return new RtrAttributes(remote, port, sgidIndex, pathMtu, n, minRnrTimer, hopLimit, trafficClass, serviceLevel);
+        return new RtrAttributes(remote, port, sgidIndex, pathMtu, n, minRnrTimer, hopLimit, trafficClass, serviceLevel, fabricKey);
     }
 
     public RtrAttributes withMinRnrTimer(int t) {
-        return new RtrAttributes(remote, port, sgidIndex, pathMtu, maxDestRdAtomic, t, hopLimit, trafficClass, serviceLevel);
+        return new RtrAttributes(remote, port, sgidIndex, pathMtu, maxDestRdAtomic, t, hopLimit, trafficClass, serviceLevel, fabricKey);
+    }
+
+    /** The secret shared with the peer for soft0's connection (see {@link FabricKey}). */
+    public RtrAttributes withFabricKey(FabricKey key) {
+        return new RtrAttributes(remote, port, sgidIndex, pathMtu, maxDestRdAtomic, minRnrTimer, hopLimit, trafficClass,
+                serviceLevel, key);
     }
 }

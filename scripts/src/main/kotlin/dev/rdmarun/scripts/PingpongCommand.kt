@@ -124,7 +124,7 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 // pp_connect_ctx: RTR then RTS with ibv_rc_pingpong's attributes.
                 val connect = { remote: PingpongDest ->
                     val endpoint = QpEndpoint(remote.lid, remote.qpn, remote.psn, remote.gid, pathMtu)
-                    qp.modifyToRtr(RtrAttributes(endpoint, ibPort, maxOf(gidx, 0), pathMtu, 1, 12, 1, 0, serviceLevel))
+                    qp.modifyToRtr(RtrAttributes(endpoint, ibPort, maxOf(gidx, 0), pathMtu, 1, 12, 1, 0, serviceLevel, null))
                     qp.modifyToRts(RtsAttributes(local.psn, 14, 7, 7, 1))
                 }
                 val exchange = PingpongExchange(limits, interruption)

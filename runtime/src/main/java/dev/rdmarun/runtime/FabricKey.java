@@ -1,0 +1,68 @@
+package dev.rdmarun.runtime;
+
+import java.security.MessageDigest;
+import java.security.SecureRandom;
+import java.util.Arrays;
+import java.util.HexFormat;
+
+/**
+ * The secret two peers share for the connection between their QPs on the software provider
+ * (soft0): each soft0 TCP connection proves it (an HMAC challenge-response) before any of its
+ * packets is accepted, and a QP accepts packets only from a connection that proved its own key.
+ * It travels over the out-of-band exchange (the control connection, pingpong's exchange), never
+ * over the fabric. Hardware has no such thing and ignores it: a RoCE fabric is trusted as a
+ * network is.
+ */
+public final class FabricKey {
+    /** Key length in bytes: an HMAC-SHA256 key. */
+    public static final int LENGTH = 32;
+    private static final SecureRandom RANDOM = new SecureRandom();
+
+    private final byte[] bytes;
+
+    private FabricKey(byte[] bytes) {
+        this.bytes = bytes;
+    }
+
+    /** A fresh key from a cryptographically strong generator. */
+    public static FabricKey random() {
+        byte[] b = new byte[LENGTH];
+        RANDOM.nextBytes(b);
+        return new FabricKey(b);
+    }
+
+    /** The key these {@value #LENGTH} bytes (received from the peer) make. */
+    public static FabricKey of(byte[] bytes) {
+        if (bytes == null || bytes.length != LENGTH) {
+            throw new IllegalArgumentException("a fabric key has " + LENGTH + " bytes");
+        }
+        return new FabricKey(bytes.clone());
+    }
+
+    /** The key as 64 hex digits (for a text exchange); {@link #of(byte[])} with HexFormat reads it back. */
+    public String toHex() {
+        return HexFormat.of().formatHex(bytes);
+    }
+
+    /** The key's bytes (a copy). */
+    public byte[] toBytes() {
+        return bytes.clone();
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        // constant time: a key is a secret
+        return o instanceof FabricKey k && MessageDigest.isEqual(bytes, k.bytes);
+    }
+
+    @Override
+    public int hashCode() {
+        return Arrays.hashCode(bytes);
+    }
+
+    /** Never the key itself: it may end up in a log. */
+    @Override
+    public String toString() {
+        return "FabricKey[redacted]";
+    }
+}
