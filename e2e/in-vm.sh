@@ -38,7 +38,7 @@ export RDMA_RUN_JAVA_OPTS
 
 CASES=(runtime_device_tests dsl_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer
        script_multi_qp script_card script_pingpong_lat script_write_bw script_read_lat script_atomics script_loopback
-       script_progress script_peer_killed script_interrupted)
+       script_progress script_peer_killed script_interrupted script_link_down script_memlock)
 
 # ---- helpers ----
 
@@ -462,6 +462,69 @@ case_script_interrupted() {
   expect_rc server 1 || ok=1
   expect_log server "the client failed: the client was cancelled" || ok=1
   note "interrupted client and its server done $took s after SIGINT"
+  return $ok
+}
+
+# The link under rxe0 goes down in the middle of write-bw: the device's retries run out, each
+# side ends with one sentence and exit 1 within its deadline, and (after the link is back) no
+# verbs object is left behind.
+case_script_link_down() {
+  local port=18650 ok=0 at took side netdev=${SOFTROCE_NETDEV:-dummy0}
+  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer "$IP:$port"
+  wait_log client "connected, running the scenario" || return 1
+  sleep 2 # writing
+  ip link set "$netdev" down
+  at=$SECONDS
+  finish client
+  finish server
+  took=$((SECONDS - at))
+  ip link set "$netdev" up
+  wait_port_active || ok=1
+  for side in server client; do
+    expect_rc "$side" 1 || ok=1
+    expect_no_log "$side" "Exception in thread" || ok=1
+    expect_no_log "$side" "	at " || ok=1 # no stack trace without --debug
+  done
+  if ! grep -qE "transport retry counter exceeded|no progress|closed the control connection|failed" "$case_dir/client.log"; then
+    why="${why:+$why; }the client gave no reason"
+    ok=1
+  fi
+  if [ "$took" -gt 150 ]; then
+    why="${why:+$why; }the peers took $took s after the link went down to exit"
+    ok=1
+  fi
+  note "link down: both exited 1 after $took s; client: $(grep -m1 -E 'rdma-run|failed' "$case_dir/client.log" | cut -c1-160)"
+  note "server: $(grep -m1 -E 'rdma-run|failed' "$case_dir/server.log" | cut -c1-160)"
+  return $ok
+}
+
+# wait_port_active: until $DEV's port is ACTIVE again (bounded).
+wait_port_active() {
+  local t0=$SECONDS
+  until rdma link show "$DEV/1" 2>/dev/null | grep -q "state ACTIVE"; do
+    if [ $((SECONDS - t0)) -ge 30 ]; then
+      why="${why:+$why; }$DEV/1 did not come back ACTIVE"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# Too little locked memory (root bypasses RLIMIT_MEMLOCK through CAP_IPC_LOCK, so the capability
+# is dropped first): the memory registration fails, and the sentence says to raise the memlock
+# limit; exit 1, nothing left registered.
+case_script_memlock() {
+  local ok=0
+  run small setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock -- bash -c \
+    "ulimit -l 64 && exec $RDMA_RUN $SAMPLES/write-bw.main.kts --loopback -d $DEV -g $GIDX --set size=1048576 --set iterations=10"
+  expect_rc small 1 || ok=1
+  expect_log small "the limit is 64 KiB" || ok=1
+  expect_log small "ulimit -l" || ok=1
+  expect_no_log small "	at " || ok=1
+  note "memlock 64 KiB: $(grep -m1 -E 'rdma-run|hint' "$case_dir/small.log" | cut -c1-160)"
   return $ok
 }
 

@@ -8,8 +8,11 @@ import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.ffi.Calls;
 import dev.rdmarun.runtime.ffi.Errno;
 import dev.rdmarun.runtime.ffi.Structs;
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Set;
 
 /** ibv_mr over memory this object owns. */
@@ -31,12 +34,27 @@ final class NativeMemoryRegion extends MemoryRegion {
             if (mr.equals(MemorySegment.NULL)) {
                 int e = errno.value();
                 String hint = e == Errno.ENOMEM || e == Errno.EFAULT
-                        ? "too little locked memory: raise the memlock limit (ulimit -l unlimited, or memlock in /etc/security/limits.conf)"
+                        ? "too little locked memory" + memlockLimit() + ": raise the memlock limit (ulimit -l unlimited, "
+                                + "or memlock in /etc/security/limits.conf)"
                         : null;
                 throw VerbsException.of("ibv_reg_mr(" + length + " bytes, " + flags + ")", e, hint);
             }
             return new NativeMemoryRegion(pd, arena, buffer, mr.reinterpret(Structs.IBV_MR.byteSize()), flags);
         }));
+    }
+
+    /** " (the limit is 64 KiB)" from /proc/self/limits, or "" when it cannot be read. */
+    private static String memlockLimit() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/limits"))) {
+                if (!line.startsWith("Max locked memory")) continue;
+                String soft = line.substring("Max locked memory".length()).trim().split("\\s+")[0];
+                return soft.equals("unlimited") ? "" : " (the limit is " + Long.parseLong(soft) / 1024 + " KiB)";
+            }
+        } catch (IOException | RuntimeException e) {
+            // the hint without the figure
+        }
+        return "";
     }
 
     @Override

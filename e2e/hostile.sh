@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# The fault-and-attack suite on this host (soft0, no RDMA needed): a third process attacks soft0
+# and the control connection while real peers run, and bad local input meets the launcher. Each
+# case asserts the outcome SECURITY.md documents: the exit code, the sentence, that the peers'
+# data is untouched, that the time to exit is bounded, that memory stays bounded and that
+# nothing is left listening. Run after the build (./mvnw -DskipTests package):
+#
+#   e2e/hostile.sh               all cases
+#   e2e/hostile.sh soft0_forge   only the cases named (see CASES)
+#
+# The attacker is e2e/attacker.py (python3, standard library). Every process runs under
+# `timeout`; logs: target/hostile/<case>/*.log.
+set -uo pipefail
+
+root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 2
+# shellcheck source=e2e/lib.sh
+. "$root/e2e/lib.sh"
+
+LOGS=${HOSTILE_LOG_DIR:-$root/target/hostile}
+PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-120}
+LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
+RDMA_RUN="$root/bin/rdma-run"
+ATTACKER=(python3 "$root/e2e/attacker.py")
+GUARDED="$root/e2e/hostile/guarded.main.kts"
+CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_drip_client control_scan_and_stray
+       control_token peer_text_escaped soft0_message_too_long bad_gid_before_client
+       script_empty script_no_rdma script_binary script_exception script_system_exit script_busy_interrupted)
+
+# The TCP ports JVM pid $1 listens on, one per line.
+listening_ports() {
+  ss -ltnpH 2>/dev/null | awk -v pid="pid=$1," 'index($0, pid) { n = split($4, a, ":"); print a[n] }' | sort -u
+}
+
+# Peak resident memory (VmHWM) of pid $1 in MiB.
+peak_rss_mib() {
+  awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status" 2>/dev/null
+}
+
+# guarded_pair PORT SECONDS: the guarded scenario as two processes on soft0, started; returns once
+# both run the scenario (the client said so). Sets server_jvm, client_jvm.
+guarded_pair() {
+  local port=$1 seconds=$2
+  local args=("$GUARDED" -d soft0 --timeout 30s --set "seconds=$seconds")
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+  wait_log client "connected, running the scenario" || return 1
+  server_jvm=$(java_pid server)
+  client_jvm=$(java_pid client)
+}
+
+# Both guarded peers exited 0 with their data intact.
+expect_guarded_ok() {
+  local ok=0 side
+  finish client
+  finish server
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+    expect_log "$side" "the server's buffer intact" || ok=1
+  done
+  return $ok
+}
+
+# A third process speaks soft0's wire to every soft0 port of both peers while they run: forged
+# READs and WRITEs for guessable QPNs and rkeys. It must get no data back and be disconnected;
+# the peers' reads and the server's buffer stay intact.
+case_soft0_forge() {
+  local ok=0 jvm other p out ports=0
+  guarded_pair 18801 6 || return 1
+  for jvm in "$server_jvm" "$client_jvm"; do
+    other=$client_jvm; [ "$jvm" = "$client_jvm" ] && other=$server_jvm
+    for p in $(listening_ports "$jvm"); do
+      [ "$p" = 18801 ] && continue # the control connection: other cases
+      ports=$((ports + 1))
+      # shellcheck disable=SC2046 # one LID per port of the other peer
+      out=$("${ATTACKER[@]}" soft0-forge 127.0.0.1 "$p" $(listening_ports "$other" | grep -vx 18801) 2>&1)
+      echo "port $p: $out" >>"$case_dir/attacker.log"
+      case "$out" in
+        *"closed=1"*) ;;
+        *) why="${why:+$why; }soft0 port $p did not close the forging connection: $out"; ok=1 ;;
+      esac
+      # What an unauthenticated connection may see: the 48-byte authentication challenge at most.
+      local got=${out#*bytes_received=}; got=${got%% *}
+      if [ "${got:-0}" -gt 64 ]; then
+        why="${why:+$why; }soft0 port $p sent $got bytes to an unauthenticated connection"
+        ok=1
+      fi
+    done
+  done
+  expect_guarded_ok || ok=1
+  note "$ports soft0 port(s) attacked: $(tr '\n' ';' <"$case_dir/attacker.log" | cut -c1-200)"
+  return $ok
+}
+
+# Two connections stream 1 KiB frames for QPNs that do not exist into each soft0 port for 3 s
+# while the peers run: the run succeeds, and the server's memory stays bounded.
+case_soft0_flood() {
+  local ok=0 p out rss
+  guarded_pair 18802 8 || return 1
+  for p in $(listening_ports "$server_jvm"); do
+    [ "$p" = 18802 ] && continue
+    out=$("${ATTACKER[@]}" flood 127.0.0.1 "$p" 3 2>&1)
+    echo "port $p: $out" >>"$case_dir/attacker.log"
+  done
+  rss=$(peak_rss_mib "$server_jvm")
+  expect_guarded_ok || ok=1
+  if [ "${rss:-0}" -gt 700 ]; then
+    why="${why:+$why; }the flooded server's peak RSS was $rss MiB"
+    ok=1
+  fi
+  note "flooded: $(tr '\n' ';' <"$case_dir/attacker.log" | cut -c1-160); server peak RSS $rss MiB"
+  return $ok
+}
+
+# --loopback: both peers' QPs are in one JVM and talk in memory; soft0 opens nothing on the
+# network (the control connection's own listener is bound to 127.0.0.1 and closed once accepted).
+case_loopback_no_listener() {
+  local ok=0 jvm seen=
+  start both "$RDMA_RUN" "$GUARDED" --loopback --set seconds=4
+  wait_log both "running the scenario" || true
+  jvm=$(java_pid both)
+  for _ in 1 2 3 4 5 6; do
+    seen+=$(ss -ltnpH 2>/dev/null | grep -F "pid=$jvm," | grep -vF "127.0.0.1:")
+    sleep 0.5
+  done
+  finish both
+  expect_rc both 0 || ok=1
+  if [ -n "$seen" ]; then
+    why="${why:+$why; }the --loopback JVM listened beyond 127.0.0.1: $seen"
+    ok=1
+  fi
+  return $ok
+}
+
+# A drip (one byte a second) on a waiting server's port: the server closes it after its short
+# handshake deadline, counts it, keeps waiting, and completes with the real client.
+case_control_drip_server() {
+  local port=18803 ok=0 out
+  local args=("$root/samples/multi-qp.main.kts" -d soft0 --timeout 20s)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  out=$("${ATTACKER[@]}" drip 127.0.0.1 "$port" 40 2>&1)
+  run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+  finish server
+  expect_pair_ok "every payload verified" || ok=1
+  case "$out" in *"closed=1"*) ;; *) why="${why:+$why; }the server did not close the drip: $out"; ok=1 ;; esac
+  expect_log server "stray connection" || ok=1
+  note "drip: $out"
+  return $ok
+}
+
+# A client whose "server" drips its hello: the client's one deadline (--timeout 5s) ends it
+# with one sentence, however slowly the bytes come.
+case_control_drip_client() {
+  local port=18804 ok=0 at took
+  start fake "${ATTACKER[@]}" drip-server "$port" 60
+  wait_log fake "listening" || return 1
+  at=$SECONDS
+  run client "$RDMA_RUN" "$root/samples/multi-qp.main.kts" -d soft0 --timeout 5s --peer "127.0.0.1:$port"
+  took=$((SECONDS - at))
+  finish fake
+  expect_rc client 1 || ok=1
+  expect_log client "within 5s" || ok=1
+  expect_no_log client "	at " || ok=1
+  if [ "$took" -gt 40 ]; then
+    why="${why:+$why; }the client took $took s with --timeout 5s"
+    ok=1
+  fi
+  note "client ended $took s after it started (JVM start included): $(grep -m1 'rdma-run' "$case_dir/client.log" | cut -c1-160)"
+  return $ok
+}
+
+# A port scan and a stray that sends the magic and 8 bytes: neither ends the waiting server, the
+# stray learns nothing about it (no QPN, rkey, address or PSN: only the first step of the hello,
+# which carries none), and the real client then completes.
+case_control_scan_and_stray() {
+  local port=18805 ok=0 scan out got
+  local args=("$root/samples/multi-qp.main.kts" -d soft0 --timeout 20s)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  scan=$("${ATTACKER[@]}" scan 127.0.0.1 "$port" 5 2>&1)
+  out=$("${ATTACKER[@]}" stray 127.0.0.1 "$port" 5244524e0000000800000000 2>&1)
+  run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+  finish server
+  expect_pair_ok "every payload verified" || ok=1
+  got=${out#*bytes_received=}; got=${got%% *}
+  if [ "${got:-0}" -gt 200 ]; then
+    why="${why:+$why; }the stray received $got bytes: $out"
+    ok=1
+  fi
+  expect_log server "stray connection" || ok=1
+  note "scan: $scan; stray: ${out:0:120}"
+  return $ok
+}
+
+# --token on both sides completes; a client with another token (or none) is a stray to the server,
+# which goes on waiting for the right one; the wrong client fails with one sentence.
+case_control_token() {
+  local port=18806 ok=0
+  local args=("$root/samples/multi-qp.main.kts" -d soft0 --timeout 20s)
+  start server env RDMA_RUN_TOKEN=s3cret-one "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  run wrong "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port" --token other-secret --timeout 8s
+  run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port" --token s3cret-one
+  finish server
+  expect_pair_ok "every payload verified" || ok=1
+  expect_rc wrong 1 || ok=1
+  expect_log wrong "token" || ok=1
+  expect_no_log wrong "s3cret-one" || ok=1
+  expect_no_log server "s3cret-one" || ok=1
+  note "wrong token: $(grep -m1 'rdma-run' "$case_dir/wrong.log" | cut -c1-160)"
+  return $ok
+}
+
+# A peer's failure text with terminal escape sequences and a forged line reaches the other side's
+# terminal escaped: no ESC byte, no line break that was not ours.
+case_peer_text_escaped() {
+  local port=18807 ok=0 kts="$root/e2e/hostile/escape.main.kts"
+  start server "$RDMA_RUN" "$kts" -d soft0 --timeout 20s --listen "$port"
+  wait_listen "$port" server || return 1
+  run client "$RDMA_RUN" "$kts" -d soft0 --timeout 20s --peer "127.0.0.1:$port"
+  finish server
+  expect_rc server 1 || ok=1
+  expect_rc client 1 || ok=1
+  if grep -q $'\e' "$case_dir/client.log"; then
+    why="${why:+$why; }an ESC byte from the server reached the client's output"
+    ok=1
+  fi
+  expect_no_log client $'\nrdma-run: all good' || ok=1
+  expect_log client '\u001b[2J' || ok=1
+  note "client: $(grep -m1 'the server failed' "$case_dir/client.log" | cut -c1-160)"
+  return $ok
+}
+
+# A message longer than soft0's max_msg_sz (16 MiB) fails at post with one sentence, on both
+# sizes the attack used, and both pingpong peers exit promptly (the server's --peer-timeout 20
+# bounds the wait for a client that failed at post).
+case_soft0_message_too_long() {
+  local ok=0 port size
+  for size in 16777217 2147483647; do
+    port=$((18808 + ${#size} % 3))
+    start server "$RDMA_RUN" pingpong -d soft0 -p "$port" -s "$size" -n 5 --peer-timeout 20
+    wait_listen "$port" server || return 1
+    start client "$RDMA_RUN" pingpong -d soft0 -p "$port" -s "$size" -n 5 --peer-timeout 20 127.0.0.1
+    finish client
+    finish server
+    expect_rc client 1 || ok=1
+    expect_log client "max_msg_sz" || ok=1
+    expect_no_log client "OutOfMemoryError" || ok=1
+    expect_no_log server "OutOfMemoryError" || ok=1
+    expect_no_log client "RETRY_EXC_ERR" || ok=1
+    mv "$case_dir/client.log" "$case_dir/client-$size.log"
+    mv "$case_dir/server.log" "$case_dir/server-$size.log"
+  done
+  note "client: $(grep -m1 'max_msg_sz' "$case_dir/client-2147483647.log" | cut -c1-160)"
+  return $ok
+}
+
+# A bad GID index on a server is reported at once, before any client connects.
+case_bad_gid_before_client() {
+  local ok=0
+  run server "$RDMA_RUN" "$root/samples/multi-qp.main.kts" -d soft0 -g 99 --timeout 60s --listen 18811
+  expect_rc server 1 || ok=1
+  expect_log server "GID index 99" || ok=1
+  return $ok
+}
+
+# ---- bad local input: one sentence, the documented exit code ----
+
+local_script() {
+  printf '%s' "$2" >"$case_dir/$1"
+  echo "$case_dir/$1"
+}
+
+case_script_empty() {
+  local f ok=0
+  f=$(local_script empty.main.kts "")
+  run empty "$RDMA_RUN" "$f" --loopback
+  expect_rc empty 2 || ok=1
+  expect_log empty "has no rdma { } block" || ok=1
+  return $ok
+}
+
+case_script_no_rdma() {
+  local f ok=0
+  f=$(local_script plain.main.kts 'println("no scenario here")')
+  run plain "$RDMA_RUN" "$f" --loopback
+  expect_rc plain 2 || ok=1
+  expect_log plain "has no rdma { } block" || ok=1
+  return $ok
+}
+
+case_script_binary() {
+  local ok=0 lines
+  head -c 20000 "$root/scripts/target/rdma-run.jar" >"$case_dir/binary.main.kts"
+  run binary "$RDMA_RUN" "$case_dir/binary.main.kts" --loopback
+  expect_rc binary 2 || ok=1
+  expect_log binary "is not a Kotlin script" || ok=1
+  lines=$(wc -l <"$case_dir/binary.log")
+  if [ "$lines" -gt 5 ]; then
+    why="${why:+$why; }a binary script printed $lines lines"
+    ok=1
+  fi
+  return $ok
+}
+
+case_script_exception() {
+  local f ok=0
+  f=$(local_script boom.main.kts $'import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    check(qpCount > 5) { "boom on purpose" }\n}\n')
+  run boom "$RDMA_RUN" "$f" --loopback
+  expect_rc boom 1 || ok=1
+  expect_log boom "boom.main.kts:5" || ok=1
+  expect_log boom "IllegalStateException" || ok=1
+  expect_log boom "boom on purpose" || ok=1
+  return $ok
+}
+
+case_script_system_exit() {
+  local f ok=0 at took
+  f=$(local_script exit.main.kts $'import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    System.exit(3)\n}\n')
+  at=$SECONDS
+  run quit "$RDMA_RUN" "$f" --loopback
+  took=$((SECONDS - at))
+  expect_rc quit 3 || ok=1
+  expect_log quit "System.exit(3)" || ok=1
+  note "System.exit(3): exited 3 after $took s (JVM start included)"
+  return $ok
+}
+
+case_script_busy_interrupted() {
+  local f ok=0 at took
+  f=$(local_script busy.main.kts $'import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    println("busy now")\n    while (true) { }\n}\n')
+  start busy "$RDMA_RUN" "$f" --loopback
+  wait_log busy "busy now" || return 1
+  kill -INT "$(java_pid busy)"
+  at=$SECONDS
+  finish busy
+  took=$((SECONDS - at))
+  expect_rc busy 130 || ok=1
+  expect_log busy "interrupted" || ok=1
+  if [ "$took" -gt 8 ]; then
+    why="${why:+$why; }Ctrl-C on a busy loop took $took s"
+    ok=1
+  fi
+  note "Ctrl-C on a busy loop: exit 130 after $took s"
+  return $ok
+}
+
+run_cases "$@"
