@@ -208,15 +208,19 @@ final class SoftQueuePair extends QueuePair {
             if (a.has(QpAttr.AV)) {
                 AddressVector v = a.addressVector();
                 String call = "ibv_modify_qp(QP " + qpn + ", " + from + "→" + to + ") failed";
+                // The key counts as used before the link is resolved, so its connection is not swept meanwhile.
+                FabricKey key = a.fabricKey();
+                if (key != null) context.keyUsed(key);
                 try {
-                    resolved = SoftFabric.linkTo(context, v.dgid(), v.dlid(), a.fabricKey(), call);
+                    resolved = SoftFabric.linkTo(context, v.dgid(), v.dlid(), key, call);
                     resolvedSrcLid = resolved instanceof LocalLink ? context.memoryLid()
                             : context.endpointLid(SoftContext.PORT, v.sgidIndex());
-                } catch (VerbsException e) {
-                    throw e;
                 } catch (RuntimeException e) {
+                    if (key != null) context.keyReleased(key);
+                    if (e instanceof VerbsException v2) throw v2;
                     return Errno.EINVAL;
                 }
+                if (key != null && resolved instanceof LocalLink) context.keyReleased(key);
             }
             // Valid: apply.
             if (a.has(QpAttr.ACCESS_FLAGS)) access = a.access().isEmpty() ? Set.of() : EnumSet.copyOf(a.access());
@@ -226,7 +230,6 @@ final class SoftQueuePair extends QueuePair {
                 srcLid = resolvedSrcLid;
                 peerLid = resolved instanceof LocalLink l ? l.target().memoryLid() : av.dlid();
                 FabricKey key = resolved instanceof LocalLink ? null : a.fabricKey();
-                if (key != null) context.keyUsed(key);
                 releaseKey();
                 fabricKey = key;
                 tcpKey = key;

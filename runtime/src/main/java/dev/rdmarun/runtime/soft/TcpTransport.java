@@ -292,8 +292,8 @@ final class TcpTransport {
                 if (now - openedAt > TimeUnit.MILLISECONDS.toNanos(AUTH_DEADLINE_MS)) closeSocket();
                 return;
             }
-            boolean idle = s == null || now - lastActivity > TimeUnit.MILLISECONDS.toNanos(IDLE_DEADLINE_MS);
-            if (!idle) return;
+            // Idle: nothing carried since the deadline (a connection not yet used counts from its creation).
+            if (now - lastActivity <= TimeUnit.MILLISECONDS.toNanos(IDLE_DEADLINE_MS)) return;
             if (route == null) {
                 if (k == null || !context.keyInUse(k)) close();
                 return;
@@ -351,8 +351,8 @@ final class TcpTransport {
         /** Outbound connection: connects, proves the key and checks the acceptor's proof, then starts the reader. */
         private DataOutputStream connect() throws IOException {
             Socket s = new Socket();
+            openedAt = System.nanoTime(); // before the socket is visible: the sweeper times the handshake from here
             socket = s;
-            openedAt = System.nanoTime();
             s.setTcpNoDelay(true);
             s.connect(route.remote(), CONNECT_TIMEOUT_MS);
             if (closed || dead) throw new IOException("closed");
@@ -435,6 +435,7 @@ final class TcpTransport {
                     Packet p = out.poll();
                     if (p == null) {
                         output.flush();
+                        lastActivity = System.nanoTime();
                         sleep();
                         continue;
                     }
