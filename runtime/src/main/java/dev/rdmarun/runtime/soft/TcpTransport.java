@@ -90,6 +90,11 @@ final class TcpTransport {
     private final AtomicLong skippedFrames = new AtomicLong();
     private volatile boolean closed;
 
+    static {
+        // Loads the JCA providers now, not in a QP's first handshake (where it would eat into its ACK timeout).
+        mac(FabricKey.random(), ACCEPTOR_LABEL, new byte[NONCE_LENGTH], keyIdBytes(FabricKey.random()));
+    }
+
     /** Where requests of QPs with one key go: connections are per remote listener and key. */
     private record Route(InetSocketAddress remote, FabricKey key) {}
 

@@ -21,6 +21,7 @@ import dev.rdmarun.runtime.RtsAttributes;
 import dev.rdmarun.runtime.SendFlags;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WcStatus;
+import dev.rdmarun.runtime.WorkCompletions;
 import dev.rdmarun.runtime.WrOpcode;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
@@ -65,9 +66,14 @@ class SoftFabricSecurityTest {
         return new Side(qp, cq, mr, qp.localEndpoint(1, gid.index(), psn), gid);
     }
 
+    /** Connects s to remote; its requests give up after about 4 s without an answer. */
     private static void connect(Side s, QpEndpoint remote, FabricKey key) {
+        connect(s, remote, key, 17);
+    }
+
+    private static void connect(Side s, QpEndpoint remote, FabricKey key, int timeout) {
         s.qp().modifyToRtr(RtrAttributes.of(remote, 1, s.gid().index(), remote.mtu()).withFabricKey(key));
-        s.qp().modifyToRts(RtsAttributes.of(s.endpoint().psn()).withRetry(8, 3));
+        s.qp().modifyToRts(RtsAttributes.of(s.endpoint().psn()).withRetry(timeout, 7));
     }
 
     /** A TCP peer written by hand: the attacker, or a party that knows the key. */
@@ -213,11 +219,17 @@ class SoftFabricSecurityTest {
         b = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);
         Side y = side(b, 2);
-        connect(x, y.endpoint(), FabricKey.random());
-        connect(y, x.endpoint(), FabricKey.random());
+        connect(x, y.endpoint(), FabricKey.random(), 8); // ~1 ms ACK timeout: a wrong key never answers
+        connect(y, x.endpoint(), FabricKey.random(), 8);
         x.mr().segment().set(ValueLayout.JAVA_LONG, 0, 9L);
         x.qp().postWrite(1, x.mr(), 0, 8, y.mr().address(), y.mr().rkey(), SendFlags.SIGNALED);
-        assertEquals(WcStatus.RETRY_EXC_ERR, SoftProviderTest.pollOne(x.cq()));
+        try (WorkCompletions wc = new WorkCompletions(1)) {
+            long deadline = System.nanoTime() + 30_000_000_000L; // a safety net against hanging
+            while (x.cq().poll(wc) == 0) assertTrue(System.nanoTime() < deadline, "no completion");
+            assertEquals(WcStatus.RETRY_EXC_ERR, wc.status(0));
+            String hint = wc.failure(0).hint();
+            assertTrue(hint.contains("soft0 TCP port") && !hint.contains("UDP 4791"), hint);
+        }
         assertEquals(0L, y.mr().segment().get(ValueLayout.JAVA_LONG, 0), "nothing written");
     }
 
