@@ -196,7 +196,16 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
         // Both peers are in this JVM: soft0 then opens no socket at all (an explicit setting wins).
-        if (System.getProperty(SoftDevice.TRANSPORT_PROPERTY) == null) System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "memory")
+        val memory = System.getProperty(SoftDevice.TRANSPORT_PROPERTY) == null
+        if (memory) System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "memory")
+        try {
+            loopbackRun(host, compiled, options)
+        } finally {
+            if (memory) System.clearProperty(SoftDevice.TRANSPORT_PROPERTY)
+        }
+    }
+
+    private fun loopbackRun(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
         val port = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
             .map { LoopbackSide(it, runningNote(it.role.label)) }
