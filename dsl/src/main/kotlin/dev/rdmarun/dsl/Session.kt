@@ -242,7 +242,8 @@ internal class Session(
     private fun hello(): Hello {
         val ctx = context!!
         val gid = ctx.gid(settings.port, gidIndex).gid()
-        val lid = ctx.queryPort(settings.port).lid()
+        // The LID a peer reaches this side with through this GID (soft0: its listener's port there).
+        val lid = drivers.first().engine.queuePair().localEndpoint(settings.port, gidIndex, 0).lid()
         val credits = creditMr!!
         return Hello(
             version = Handshake.VERSION,

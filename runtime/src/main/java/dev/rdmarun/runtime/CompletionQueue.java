@@ -45,6 +45,7 @@ public abstract non-sealed class CompletionQueue extends VerbsResource {
             throw VerbsException.of("ibv_poll_cq", -n, "the CQ overflowed: make it larger than all outstanding work requests of the QPs that share it");
         }
         completions.count = n;
+        completions.software = context.isSoftware();
         return n;
     }
 

@@ -51,6 +51,15 @@ public abstract non-sealed class Context extends VerbsResource {
                 .toList();
     }
 
+    /**
+     * The LID a peer addresses this port with when this side uses the GID at {@code gidIndex}
+     * ({@link QueuePair#localEndpoint}). Hardware: the port's LID. A provider whose address depends
+     * on the GID (soft0: the port of its listener on that GID's address) overrides it.
+     */
+    protected int endpointLid(int port, int gidIndex) {
+        return queryPort(port).lid();
+    }
+
     /** The valid GIDs of one port. */
     public final List<GidEntry> gidTable(int port) {
         return gidTable().stream().filter(g -> g.port() == port).toList();

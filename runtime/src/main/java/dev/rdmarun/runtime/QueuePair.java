@@ -43,11 +43,15 @@ public abstract non-sealed class QueuePair extends VerbsResource {
         return port;
     }
 
-    /** This QP's half of the out-of-band exchange, for the given port and local GID index. */
+    /**
+     * This QP's half of the out-of-band exchange, for the given port and local GID index. Its LID
+     * is the one a peer reaches this side with through that GID (on soft0 it depends on the GID:
+     * use this rather than {@code queryPort(port).lid()}).
+     */
     public final QpEndpoint localEndpoint(int port, int gidIndex, int psn) {
         PortAttributes p = context.queryPort(port);
         Gid gid = context.gid(port, gidIndex).gid();
-        return new QpEndpoint(p.lid(), qpNum(), psn, gid, p.activeMtu());
+        return new QpEndpoint(context.endpointLid(port, gidIndex), qpNum(), psn, gid, p.activeMtu());
     }
 
     /** The current state, as ibv_query_qp reports it (the seeds' print_qp_state). */
@@ -179,7 +183,7 @@ public abstract non-sealed class QueuePair extends VerbsResource {
                     + maxInlineData());
         }
         int rc = postSendRequest(wrId, opcode, mr, offset, length, flags, imm, remoteAddress, rkey, compareAdd, swap);
-        if (rc != 0) throw postFailure("ibv_post_send", rc, config.maxSendWr(), "send");
+        if (rc != 0) throw postFailure("ibv_post_send", rc, config.maxSendWr(), "send", length);
     }
 
     /** Posts a receive into [offset, offset+length) of mr (which needs LOCAL_WRITE). */
@@ -187,10 +191,18 @@ public abstract non-sealed class QueuePair extends VerbsResource {
         ensureOpen();
         mr.checkBounds(offset, length);
         int rc = postReceiveRequest(wrId, mr, offset, length);
-        if (rc != 0) throw postFailure("ibv_post_recv", rc, config.maxRecvWr(), "receive");
+        if (rc != 0) throw postFailure("ibv_post_recv", rc, config.maxRecvWr(), "receive", length);
     }
 
-    private VerbsException postFailure(String call, int rc, int depth, String queue) {
+    private VerbsException postFailure(String call, int rc, int depth, String queue, int length) {
+        if (rc == Errno.EINVAL) {
+            // Off the data path: only a failed post asks the port how long a message may be.
+            long max = context.queryPort(port == 0 ? 1 : port).maxMessageSize();
+            if (length > max) {
+                return VerbsException.of(call + " on QP " + qpNum(), rc, "a message of " + length
+                        + " bytes is longer than the port's max_msg_sz (" + max + " bytes): split it into several work requests");
+            }
+        }
         String hint = switch (rc) {
             case Errno.ENOMEM -> "the " + queue + " queue is full (" + depth + " deep): wait for completions before posting more";
             case Errno.EINVAL -> "the QP is in a state that does not accept this work request (" + currentState() + ")";

@@ -55,4 +55,13 @@ public enum WcStatus {
     public String hint() {
         return hint;
     }
+
+    /** The hint for a completion of this provider kind: soft0 moves packets over TCP, not RoCE's UDP 4791. */
+    public String hint(boolean software) {
+        if (software && this == RETRY_EXC_ERR) {
+            return "no ACK from the peer: its QP is gone or not in RTR, the GID index or address is wrong, the peer's"
+                    + " soft0 TCP port (its LID) is unreachable, or the two sides' fabric keys differ";
+        }
+        return hint;
+    }
 }

@@ -22,6 +22,8 @@ public final class WorkCompletions implements AutoCloseable {
     private boolean closed;
     private final int capacity;
     int count;
+    /** Whether the last poll was of a software (soft0) CQ: its hints differ where the fabric does. */
+    boolean software;
 
     public WorkCompletions(int capacity) {
         if (capacity < 1) throw new IllegalArgumentException("capacity must be positive");
@@ -94,14 +96,14 @@ public final class WorkCompletions implements AutoCloseable {
         WcStatus s = status(i);
         String text = s.text();
         return "work request " + wrId(i) + " on QP " + qpNum(i) + ": " + text + " (" + s + ", vendor error 0x"
-                + Integer.toHexString(vendorError(i)) + ")" + (s.hint() != null ? "\n  hint: " + s.hint() : "");
+                + Integer.toHexString(vendorError(i)) + ")" + (s.hint(software) != null ? "\n  hint: " + s.hint(software) : "");
     }
 
     /** Turns completion i into an exception when it failed. */
     public VerbsException failure(int i) {
         WcStatus s = status(i);
         return new VerbsException("work request " + wrId(i) + " on QP " + qpNum(i) + " completed with "
-                + s.text() + " (" + s + ")", 0, s.hint());
+                + s.text() + " (" + s + ")", 0, s.hint(software));
     }
 
     @Override

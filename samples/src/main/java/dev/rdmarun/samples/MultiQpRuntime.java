@@ -3,6 +3,7 @@ package dev.rdmarun.samples;
 import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.Context;
+import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.Gid;
 import dev.rdmarun.runtime.MemoryRegion;
 import dev.rdmarun.runtime.Mtu;
@@ -53,15 +54,17 @@ import java.util.concurrent.locks.LockSupport;
  * failure (with a sentence saying what), 2 on a usage error.
  *
  * <p>Wire format (ASCII lines, each at most {@value #MAX_LINE} bytes): a header
- * {@code rdma-run-multiqp 1 <server|client> <nqp>}, then one line per QP
- * {@code qp <index> <qpn> <psn> <lid> <gid hex> <mtu bytes>}; later the barrier lines
+ * {@code rdma-run-multiqp 2 <server|client> <nqp>}, then one line per QP
+ * {@code qp <index> <qpn> <psn> <lid> <gid hex> <mtu bytes>}, and from the client
+ * {@code key <64 hex digits>}: the fabric key both sides give RTR (soft0 authenticates its TCP
+ * connections with it; hardware ignores it); later the barrier lines
  * {@code ready} and {@code done ok|done fail}. Both sides write their whole message before
  * reading the peer's, and read all of it before judging it, so a mismatch is reported on both
  * sides and the connection still closes cleanly.
  */
 public final class MultiQpRuntime {
     static final String MAGIC = "rdma-run-multiqp";
-    static final int VERSION = 1;
+    static final int VERSION = 2;
     static final int MAX_QPS = 256;
     static final int MAX_LINE = 512;
     /** Bytes per message slot in the MR: receive slots first, then send slots. */
@@ -218,8 +221,11 @@ public final class MultiQpRuntime {
                 Wire wire = new Wire(socket, o.timeoutSeconds());
 
                 // Exchange: whole message out, whole message in, then judge it.
-                wire.send(encode(side, local), "its QP endpoints");
+                // The client makes the pair's fabric key and sends it with its endpoints.
+                FabricKey key = o.server() ? null : FabricKey.random();
+                wire.send(encode(side, local) + (key == null ? "" : "key " + key.toHex() + "\n"), "its QP endpoints");
                 List<QpEndpoint> remote = wire.receiveEndpoints(o);
+                if (key == null) key = wire.receiveKey();
                 long tExchange = System.nanoTime();
 
                 // RTR/RTS every QP i against remote QP i.
@@ -227,7 +233,7 @@ public final class MultiQpRuntime {
                     QueuePair qp = qps.get(i);
                     QpEndpoint r = remote.get(i);
                     Mtu pathMtu = Mtu.min(local.get(i).mtu(), r.mtu());
-                    qp.modifyToRtr(RtrAttributes.of(r, o.ibPort(), gidIndex, pathMtu));
+                    qp.modifyToRtr(RtrAttributes.of(r, o.ibPort(), gidIndex, pathMtu).withFabricKey(key));
                 }
                 printStates(side, qps, "after INIT→RTR");
                 for (int i = 0; i < o.qps(); i++) qps.get(i).modifyToRts(RtsAttributes.of(local.get(i).psn()));
@@ -453,6 +459,15 @@ public final class MultiQpRuntime {
             if (!got.equals(expected)) {
                 throw new Failure("the peer sent '" + printable(got) + "' instead of '" + expected + "' at " + waitingFor);
             }
+        }
+
+        /** The client's fabric key line: {@code key} and exactly 64 lowercase hex digits. */
+        FabricKey receiveKey() throws Failure {
+            String text = line("the client's fabric key");
+            if (!text.matches("key [0-9a-f]{64}")) {
+                throw new Failure("malformed fabric key line: expected 'key <64 lowercase hex digits>'");
+            }
+            return FabricKey.of(java.util.HexFormat.of().parseHex(text.substring(4)));
         }
 
         /** Reads the peer's header and all its QP lines, then checks them against this side. */

@@ -11,6 +11,7 @@ import com.github.ajalt.clikt.parameters.types.restrictTo
 import dev.rdmarun.runtime.Access
 import dev.rdmarun.runtime.CompletionQueue
 import dev.rdmarun.runtime.DeviceList
+import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
 import dev.rdmarun.runtime.MemoryRegion
 import dev.rdmarun.runtime.Mtu
@@ -119,20 +120,27 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 qp.modifyToInit(ibPort, EnumSet.noneOf(Access::class.java))
                 repeat(rxDepth) { qp.postReceive(RECV_WRID, mr, 0, size) }
 
-                val local = PingpongDest(port.lid(), qp.qpNum(), ThreadLocalRandom.current().nextInt(0x1000000), localGid)
+                // soft0's LID depends on the GID (the port of its listener on that address): ask the QP.
+                val lid = if (ctx.isSoftware()) qp.localEndpoint(ibPort, gidx, 0).lid() else port.lid()
+                val local = PingpongDest(lid, qp.qpNum(), ThreadLocalRandom.current().nextInt(0x1000000), localGid)
                 emit("  local address:  ${local.describe()}")
                 // pp_connect_ctx: RTR then RTS with ibv_rc_pingpong's attributes.
-                val connect = { remote: PingpongDest ->
+                // soft0 only: the key the client makes and sends after its address (the peer is rdma-run then).
+                val connect = { remote: PingpongDest, key: FabricKey? ->
                     val endpoint = QpEndpoint(remote.lid, remote.qpn, remote.psn, remote.gid, pathMtu)
-                    qp.modifyToRtr(RtrAttributes(endpoint, ibPort, maxOf(gidx, 0), pathMtu, 1, 12, 1, 0, serviceLevel, null))
+                    qp.modifyToRtr(RtrAttributes(endpoint, ibPort, maxOf(gidx, 0), pathMtu, 1, 12, 1, 0, serviceLevel, key))
                     qp.modifyToRts(RtsAttributes(local.psn, 14, 7, 7, 1))
                 }
                 val exchange = PingpongExchange(limits, interruption)
                 val server = host
-                val remote = if (server == null) exchange.asServer(tcpPort, local, connect)
-                else exchange.asClient(server, tcpPort, local)
+                val clientKey = if (ctx.isSoftware()) FabricKey.random() else null
+                val remote = when {
+                    server != null -> exchange.asClient(server, tcpPort, local, clientKey)
+                    ctx.isSoftware() -> exchange.asSoftServer(tcpPort, local) { r, key -> connect(r, key) }
+                    else -> exchange.asServer(tcpPort, local) { r -> connect(r, null) }
+                }
                 emit("  remote address: ${remote.describe()}")
-                if (server != null) connect(remote)
+                if (server != null) connect(remote, clientKey)
 
                 val sendFlags = SendFlags.SIGNALED or (if (qp.maxInlineData() >= size) SendFlags.INLINE else 0)
                 val allocatedBefore = if (debug) allocatedBytes() else 0L

@@ -1,5 +1,6 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.runtime.FabricKey
 import java.io.InputStream
 import java.net.ConnectException
 import java.net.InetAddress
@@ -44,10 +45,21 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
  * client, read its address, connect the QP ([connect]) and only then send its own address, then
  * wait for the client's "done". Client: send its address, read the server's, send "done". Each
  * message goes out in one write and is read in full, since ibv_rc_pingpong reads it with one read().
+ *
+ * On the software provider (soft0) the peer is always rdma-run, and its QPs need a shared
+ * [FabricKey]: the client sends a fresh one right after its address ([PingpongWire.encodeKey]), the
+ * server reads it ([asSoftServer]) and both pass it to RTR. The hardware exchange is unchanged.
  */
 class PingpongExchange(private val limits: Limits, private val interruption: Interruption) {
 
-    fun asServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest) -> Unit): PingpongDest {
+    fun asServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest) -> Unit): PingpongDest =
+        serve(tcpPort, local, withKey = false) { remote, _ -> connect(remote) }
+
+    /** [asServer] for soft0: the client's fabric key follows its address; [connect] gets both. */
+    fun asSoftServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest, FabricKey) -> Unit): PingpongDest =
+        serve(tcpPort, local, withKey = true) { remote, key -> connect(remote, key!!) }
+
+    private fun serve(tcpPort: Int, local: PingpongDest, withKey: Boolean, connect: (PingpongDest, FabricKey?) -> Unit): PingpongDest {
         val server = try {
             ServerSocket().apply {
                 reuseAddress = true
@@ -70,7 +82,11 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
             interruption.blockingOn(socket) { s ->
                 s.tcpNoDelay = true
                 val remote = PingpongWire.decode(readExactly(s, PingpongWire.MESSAGE_SIZE, "reading the client's address"))
-                connect(remote)
+                val key = if (withKey) {
+                    PingpongWire.decodeKey(readExactly(s, PingpongWire.KEY_SIZE,
+                        "reading the client's soft0 fabric key (a soft0 peer must be rdma-run pingpong on soft0)"))
+                } else null
+                connect(remote, key)
                 s.getOutputStream().write(PingpongWire.encode(local))
                 PingpongWire.checkDone(readExactly(s, PingpongWire.DONE_SIZE, "waiting for the client's \"done\""))
                 remote
@@ -78,12 +94,14 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
         }
     }
 
-    fun asClient(host: String, tcpPort: Int, local: PingpongDest): PingpongDest {
+    /** The client's side; with [key] (soft0) the key follows the address, in the same write. */
+    fun asClient(host: String, tcpPort: Int, local: PingpongDest, key: FabricKey? = null): PingpongDest {
         val socket = connect(host, tcpPort)
         return socket.use {
             interruption.blockingOn(socket) { s ->
                 s.tcpNoDelay = true
-                s.getOutputStream().write(PingpongWire.encode(local))
+                val address = PingpongWire.encode(local)
+                s.getOutputStream().write(if (key == null) address else address + PingpongWire.encodeKey(key))
                 val remote = PingpongWire.decode(readExactly(s, PingpongWire.MESSAGE_SIZE, "reading the server's address"))
                 s.getOutputStream().write(PingpongWire.done())
                 remote

@@ -1,5 +1,6 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
 
 /**
@@ -57,6 +58,28 @@ object PingpongWire {
         val qpNum = qpn.toInt(16)
         if (qpNum == 0) throw WireFormatException("the peer's address message names QP 0, which is not an RC QP: ${show(message)}")
         return PingpongDest(lid.toInt(16), qpNum, psn.toInt(16), Gid.parseHex(gid))
+    }
+
+    /** sizeof the soft0 key message: 64 hex digits and a NUL (soft0 only; see [encodeKey]). */
+    const val KEY_SIZE = 2 * FabricKey.LENGTH + 1
+
+    private val KEY_SHAPE = Regex("[0-9a-f]{${2 * FabricKey.LENGTH}}")
+
+    /**
+     * soft0's addition to the exchange: the client's fabric key as 64 lowercase hex digits and a
+     * NUL, right after its address. Never sent to or expected from ibv_rc_pingpong (it has no soft0).
+     */
+    fun encodeKey(key: FabricKey): ByteArray = (key.toHex() + "\u0000").toByteArray(Charsets.US_ASCII)
+
+    /** Strict: exactly 64 lowercase hex digits and the NUL. The key itself never appears in a message. */
+    fun decodeKey(message: ByteArray): FabricKey {
+        val text = if (message.size == KEY_SIZE && message.last() == 0.toByte() && message.all { it >= 0 })
+            String(message, 0, KEY_SIZE - 1, Charsets.US_ASCII) else null
+        if (text == null || !KEY_SHAPE.matches(text)) {
+            throw WireFormatException("the peer's soft0 fabric key is not 64 lowercase hex digits and a NUL" +
+                " (is it rdma-run pingpong on soft0?)")
+        }
+        return FabricKey.of(java.util.HexFormat.of().parseHex(text))
     }
 
     fun done(): ByteArray = DONE.clone()

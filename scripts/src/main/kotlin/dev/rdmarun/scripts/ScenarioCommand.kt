@@ -24,6 +24,7 @@ import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.dsl.SettingsOverrides
 import dev.rdmarun.dsl.describeFailure
 import dev.rdmarun.runtime.DeviceList
+import dev.rdmarun.runtime.soft.SoftDevice
 import dev.rdmarun.scripts.host.ScenarioScriptHost
 import dev.rdmarun.scripts.host.ScriptCompilationException
 import dev.rdmarun.scripts.host.ScriptFailedException
@@ -194,6 +195,17 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     }
 
     private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
+        // Both peers are in this JVM: soft0 then opens no socket at all (an explicit setting wins).
+        val memory = System.getProperty(SoftDevice.TRANSPORT_PROPERTY) == null
+        if (memory) System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "memory")
+        try {
+            loopbackRun(host, compiled, options)
+        } finally {
+            if (memory) System.clearProperty(SoftDevice.TRANSPORT_PROPERTY)
+        }
+    }
+
+    private fun loopbackRun(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
         val port = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
             .map { LoopbackSide(it, runningNote(it.role.label)) }

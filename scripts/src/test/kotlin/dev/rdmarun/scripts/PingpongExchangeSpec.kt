@@ -1,5 +1,6 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
@@ -32,6 +33,31 @@ class PingpongExchangeSpec : FunSpec({
         connected.get() shouldBe true
         fromServer shouldBe serverDest
         server.get(10, TimeUnit.SECONDS) shouldBe clientDest
+    }
+
+    test("on soft0 the client's fabric key follows its address and the server connects with it") {
+        val port = freePort()
+        val key = FabricKey.random()
+        val got = CompletableFuture<FabricKey>()
+        val server = async { exchange().asSoftServer(port, serverDest) { remote, k -> remote shouldBe clientDest; got.complete(k) } }
+        exchange().asClient("127.0.0.1", port, clientDest, key) shouldBe serverDest
+        server.get(10, TimeUnit.SECONDS) shouldBe clientDest
+        got.get() shouldBe key
+    }
+
+    test("a soft0 server refuses a client without a valid key, and never connects") {
+        val port = freePort()
+        val connected = AtomicBoolean(false)
+        val server = async { runCatching { exchange().asSoftServer(port, serverDest) { _, _ -> connected.set(true) } } }
+        Socket().use { s ->
+            while (true) {
+                try { s.connect(InetSocketAddress("127.0.0.1", port)); break } catch (e: java.net.ConnectException) { Thread.sleep(50) }
+            }
+            s.getOutputStream().write(PingpongWire.encode(clientDest) + wire("Z".repeat(64) + "\u0000"))
+            s.getInputStream().readAllBytes().size shouldBe 0 // no address in return
+        }
+        server.get(10, TimeUnit.SECONDS).exceptionOrNull()!!.message shouldContain "fabric key is not 64 lowercase hex digits"
+        connected.get() shouldBe false
     }
 
     test("the client may start before the server: it retries while the connection is refused") {

@@ -1,5 +1,6 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
@@ -48,6 +49,18 @@ class PingpongWireSpec : FunSpec({
         }
         val high = PingpongWire.encode(dest).also { it[3] = 0xb0.toByte() }
         shouldThrow<WireFormatException> { PingpongWire.decode(high) }.message shouldContain "\\xb0"
+    }
+
+    test("soft0's fabric key: 64 lowercase hex digits and a NUL, read back strictly") {
+        val key = FabricKey.random()
+        val bytes = PingpongWire.encodeKey(key)
+        bytes.size shouldBe PingpongWire.KEY_SIZE
+        PingpongWire.decodeKey(bytes) shouldBe key
+        for (bad in listOf(key.toHex().uppercase() + "\u0000", key.toHex() + "0", key.toHex().drop(1) + "\u0000\u0000",
+                "g" + key.toHex().drop(1) + "\u0000")) {
+            shouldThrow<WireFormatException> { PingpongWire.decodeKey(bad.toByteArray(Charsets.US_ASCII)) }
+                .message shouldContain "64 lowercase hex digits"
+        }
     }
 
     test("the client's done is \"done\" and its NUL, nothing else") {

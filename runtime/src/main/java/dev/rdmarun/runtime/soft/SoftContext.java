@@ -4,6 +4,7 @@ import dev.rdmarun.runtime.CompletionChannel;
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.DeviceAttributes;
+import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.Gid;
 import dev.rdmarun.runtime.GidEntry;
 import dev.rdmarun.runtime.GidType;
@@ -14,16 +15,28 @@ import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
 import java.net.SocketException;
+import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * An open soft0: its one port (RoCE v2-style: QPs are addressed by GID, the host's IPv4
- * addresses, and by LID, the TCP port of this context's transport), its engine thread, and the
- * tables the engine resolves QP numbers and memory keys with.
+ * addresses, and by LID), its engine thread, and the tables the engine resolves QP numbers and
+ * memory keys with.
+ *
+ * <p>LIDs: every context has an in-JVM LID (1..{@value SoftFabric#MAX_MEMORY_LID}, below every
+ * TCP port a listener can get), which {@code queryPort(1).lid()} reports and QPs of this JVM may
+ * address it with. The LID a QP's {@link dev.rdmarun.runtime.QueuePair#localEndpoint} reports
+ * depends on the mode ({@link SoftFabric}): the in-JVM LID in {@code memory} mode, otherwise the
+ * TCP port of this context's listener on that GID's address (opened then, on first use).
+ *
+ * <p>QP numbers and memory keys are random (as an RNIC's are hard to guess), unique, and resolved
+ * through their table index: a QPN is 24 bits, a random tag above the index (never 0 or 1); a
+ * key is a random tag, the index and a random generation, so a stale key does not match.
  */
 final class SoftContext extends Context {
     static final int MAX_QP = 1 << 14;
@@ -34,29 +47,45 @@ final class SoftContext extends Context {
     static final int MAX_RD_ATOMIC = 16;
     static final long MAX_MESSAGE = 1L << 24;
     static final int PORT = 1;
-    /** QP numbers start here, as rxe's do (0 and 1 are the special QPs). */
-    static final int FIRST_QPN = 16;
+    private static final int QP_INDEX_BITS = 14;
+    private static final int MR_INDEX_BITS = 14;
+    private static final SecureRandom RANDOM = new SecureRandom();
 
     private final DeviceAttributes attributes;
     private final List<GidEntry> gids;
     final Engine engine;
     final PacketPool pool = new PacketPool(4096);
     final TcpTransport transport;
+    final SoftFabric.Mode mode;
+    /** This context's in-JVM LID. */
+    private final int memoryLid;
+    /** Keys of this context's QPs whose peer is reached over TCP, by key id, with how many QPs use each. */
+    private final ConcurrentHashMap<String, KeyUse> keys = new ConcurrentHashMap<>();
     private final AtomicReferenceArray<SoftQueuePair> qps = new AtomicReferenceArray<>(MAX_QP);
     private final AtomicReferenceArray<SoftMemoryRegion> mrs = new AtomicReferenceArray<>(MAX_MR);
-    private final byte[] mrGenerations = new byte[MAX_MR];
+    private final int[] mrKeys = new int[MAX_MR];
     private final boolean[] mrUsed = new boolean[MAX_MR];
+
+    private static final class KeyUse {
+        final FabricKey key;
+        int users;
+
+        KeyUse(FabricKey key) {
+            this.key = key;
+        }
+    }
 
     private SoftContext(SoftDevice device) {
         super(device.name());
+        this.mode = SoftFabric.mode();
         this.gids = hostGids();
+        this.memoryLid = SoftFabric.register(this);
         this.engine = new Engine(this, device.name() + "-engine");
-        this.transport = TcpTransport.listen(this);
+        this.transport = new TcpTransport(this);
         this.attributes = new DeviceAttributes("rdma-run software emulation 1", device.nodeGuid(), Long.MAX_VALUE,
                 0, 0, MAX_QP, MAX_QP_WR, 1, MAX_QP, MAX_CQE, MAX_MR, MAX_QP, MAX_RD_ATOMIC, MAX_RD_ATOMIC,
                 DeviceAttributes.AtomicCapability.HCA, 1);
         engine.start();
-        SoftFabric.register(this);
     }
 
     static SoftContext open(SoftDevice device) {
@@ -68,9 +97,51 @@ final class SoftContext extends Context {
         return true;
     }
 
-    /** This context's port LID: the TCP port its transport listens on, unique on this host. */
-    int lid() {
-        return transport.port();
+    /** This context's in-JVM LID (what queryPort reports). */
+    int memoryLid() {
+        return memoryLid;
+    }
+
+    /**
+     * The LID a peer reaches this context with through the GID at gidIndex: the in-JVM LID in
+     * memory mode, else the port of the listener on that GID's address (opened now if need be).
+     */
+    @Override
+    protected int endpointLid(int port, int gidIndex) {
+        if (mode == SoftFabric.Mode.MEMORY) return memoryLid;
+        return transport.listen(SoftFabric.address(gid(port, gidIndex).gid()));
+    }
+
+    /** The gid at this index of the port (the QP's source GID). */
+    GidEntry gidEntry(int index) {
+        for (GidEntry e : gids) if (e.index() == index) return e;
+        return null;
+    }
+
+    // ---- fabric keys of QPs reached over TCP ----
+
+    /** A QP reached over TCP uses key from now on (it authenticates connections with it). */
+    void keyUsed(FabricKey key) {
+        keys.compute(TcpTransport.keyId(key), (id, use) -> {
+            KeyUse u = use != null ? use : new KeyUse(key);
+            u.users++;
+            return u;
+        });
+    }
+
+    /** A QP no longer uses key. */
+    void keyReleased(FabricKey key) {
+        keys.computeIfPresent(TcpTransport.keyId(key), (id, use) -> --use.users <= 0 ? null : use);
+    }
+
+    /** The key with this id some QP of this context uses, or null. */
+    FabricKey keyById(String keyId) {
+        KeyUse u = keys.get(keyId);
+        return u == null ? null : u.key;
+    }
+
+    boolean keyInUse(FabricKey key) {
+        return keyById(TcpTransport.keyId(key)) != null;
     }
 
     boolean hasAddress(Gid gid) {
@@ -117,7 +188,7 @@ final class SoftContext extends Context {
                     + ") failed: Invalid argument (errno 22)", 22, "ports are numbered from 1; " + deviceName() + " has 1");
         }
         return new PortAttributes(PORT, PortAttributes.PortState.ACTIVE, Mtu.MTU_4096, Mtu.MTU_4096, gids.size(),
-                MAX_MESSAGE, lid(), PortAttributes.LinkLayer.ETHERNET);
+                MAX_MESSAGE, memoryLid, PortAttributes.LinkLayer.ETHERNET);
     }
 
     @Override
@@ -142,46 +213,62 @@ final class SoftContext extends Context {
 
     // ---- tables the engine resolves packets with ----
 
-    /** Takes a free QP number for qp; -1 when max_qp QPs exist. */
+    /**
+     * Takes a free table slot (from a random start) for qp; returns its QPN: a random 10-bit tag
+     * (1..1023) above the 14-bit index, so never 0 or 1 and hard to guess. -1 when max_qp QPs exist.
+     */
     int addQp(SoftQueuePair qp) {
-        for (int i = 0; i < MAX_QP; i++) {
-            if (qps.compareAndSet(i, null, qp)) return FIRST_QPN + i;
+        int start = RANDOM.nextInt(MAX_QP);
+        for (int k = 0; k < MAX_QP; k++) {
+            int i = (start + k) & (MAX_QP - 1);
+            if (qps.compareAndSet(i, null, qp)) return ((1 + RANDOM.nextInt(1023)) << QP_INDEX_BITS) | i;
         }
         return -1;
     }
 
-    void removeQp(int qpn) {
-        qps.set(qpn - FIRST_QPN, null);
+    void removeQp(int qpn, SoftQueuePair qp) {
+        qps.compareAndSet(qpn & (MAX_QP - 1), qp, null);
     }
 
+    /** The QP with this number, or null. Allocation-free. */
     SoftQueuePair qp(int qpn) {
-        int i = qpn - FIRST_QPN;
-        return i >= 0 && i < MAX_QP ? qps.get(i) : null;
+        SoftQueuePair qp = qps.get(qpn & (MAX_QP - 1));
+        return qp != null && qp.qpNum() == qpn ? qp : null;
     }
 
     /**
-     * Reserves a memory key: the table index in the upper 24 bits, a generation in the lower 8, so
-     * a key used after deregistration no longer matches. -1 when max_mr regions exist.
+     * Reserves a memory key: a random 10-bit tag, the table index (14 bits, from a random start)
+     * and a random 8-bit generation different from the slot's last key, so a key used after
+     * deregistration no longer matches. -1 when max_mr regions exist.
      */
     synchronized int reserveMrKey() {
-        for (int i = 1; i < MAX_MR; i++) {
-            if (!mrUsed[i]) {
-                mrUsed[i] = true;
-                mrGenerations[i]++;
-                return (i << 8) | (mrGenerations[i] & 0xff);
-            }
+        int start = RANDOM.nextInt(MAX_MR);
+        for (int k = 0; k < MAX_MR; k++) {
+            int i = (start + k) & (MAX_MR - 1);
+            if (i == 0 || mrUsed[i]) continue;
+            mrUsed[i] = true;
+            int key;
+            do {
+                key = (RANDOM.nextInt(1 << 9) << (8 + MR_INDEX_BITS)) | (i << 8) | RANDOM.nextInt(256);
+            } while (key == mrKeys[i]);
+            mrKeys[i] = key;
+            return key;
         }
         return -1;
+    }
+
+    private static int mrIndex(int key) {
+        return (key >>> 8) & (MAX_MR - 1);
     }
 
     /** Makes a reserved key resolvable by the engine. */
     void publishMr(int key, SoftMemoryRegion mr) {
-        mrs.set(key >>> 8, mr);
+        mrs.set(mrIndex(key), mr);
     }
 
     synchronized void removeMr(int key) {
-        int i = key >>> 8;
-        if (i > 0 && i < MAX_MR) {
+        int i = mrIndex(key);
+        if (i > 0 && mrKeys[i] == key) {
             mrs.set(i, null);
             mrUsed[i] = false;
         }
@@ -189,8 +276,8 @@ final class SoftContext extends Context {
 
     /** The region with this lkey/rkey, or null. */
     SoftMemoryRegion mr(int key) {
-        int i = key >>> 8;
-        if (i <= 0 || i >= MAX_MR) return null;
+        int i = mrIndex(key);
+        if (i == 0) return null;
         SoftMemoryRegion mr = mrs.get(i);
         return mr != null && mr.lkey() == key ? mr : null;
     }

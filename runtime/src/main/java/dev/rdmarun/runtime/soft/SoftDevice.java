@@ -12,7 +12,12 @@ import java.net.UnknownHostException;
  */
 public final class SoftDevice extends Device {
     public static final String NAME = "soft0";
-    /** {@code tcp}: even QPs of this JVM talk over TCP (to test the path between processes in one). */
+    /**
+     * Where soft0 binds (read when a context opens): {@code auto} (default: in memory to contexts of
+     * this JVM, TCP to others, listening only on the address of a GID in use), {@code memory} (never
+     * opens a socket: only QPs of this JVM) or {@code tcp} (even QPs of this JVM talk over TCP, to test
+     * the path between processes in one). See {@link dev.rdmarun.runtime.soft the package}.
+     */
     public static final String TRANSPORT_PROPERTY = "rdmarun.soft.transport";
     static final SoftDevice INSTANCE = new SoftDevice();
 

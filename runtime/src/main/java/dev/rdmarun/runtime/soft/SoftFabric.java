@@ -1,39 +1,114 @@
 package dev.rdmarun.runtime.soft;
 
+import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.Gid;
+import dev.rdmarun.runtime.VerbsException;
+import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
+import java.util.Locale;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * How a QP reaches the context its address vector names. The destination is (GID, LID): the
- * host's address and the TCP port of that context's transport. A context of this JVM (one of our
- * addresses and a LID registered here) is reached in memory; any other over TCP.
+ * How a QP reaches the context its address vector names: (GID, LID). soft0 binds only where it
+ * is used, as the system property {@value SoftDevice#TRANSPORT_PROPERTY} chooses (read when a
+ * context opens):
  *
- * <p>The system property {@value SoftDevice#TRANSPORT_PROPERTY}{@code =tcp} sends even same-JVM traffic
- * over TCP, so the TCP path can be tested in one process.
+ * <ul>
+ *   <li>{@code auto} (the default): a context of this JVM (one of our GIDs and its in-JVM LID or
+ *       one of its listeners' ports) is reached in memory, any other over TCP. A context listens
+ *       only once a QP's local endpoint asks for a LID, and only on the address of that GID, on
+ *       an ephemeral port (that port is the LID);</li>
+ *   <li>{@code memory}: never opens a socket; only QPs of this JVM are reachable, by the in-JVM
+ *       LIDs 1..{@value #MAX_MEMORY_LID} (below every TCP port, so they cannot be confused);</li>
+ *   <li>{@code tcp}: as {@code auto}, but even QPs of this JVM talk over TCP (to test the path
+ *       between processes in one).</li>
+ * </ul>
+ *
+ * <p>A QP reached over TCP needs a {@link FabricKey} at RTR: every TCP connection proves the key
+ * before any packet on it is accepted (see {@link TcpTransport}), and such a QP accepts packets
+ * only from connections that proved its key; a QP reached in memory accepts nothing from TCP.
  */
 final class SoftFabric {
-    private static final ConcurrentHashMap<Integer, SoftContext> LOCAL = new ConcurrentHashMap<>();
+    /** Highest in-JVM LID: below the ports a listener gets (ephemeral, at least 1024). */
+    static final int MAX_MEMORY_LID = 1023;
+
+    /** The values of {@value SoftDevice#TRANSPORT_PROPERTY}. */
+    enum Mode {
+        AUTO, MEMORY, TCP
+    }
+
+    private static final ConcurrentHashMap<Integer, SoftContext> MEMORY = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<InetSocketAddress, SoftContext> LISTENERS = new ConcurrentHashMap<>();
 
     private SoftFabric() {}
 
-    static void register(SoftContext context) {
-        LOCAL.put(context.lid(), context);
+    static Mode mode() {
+        String value = System.getProperty(SoftDevice.TRANSPORT_PROPERTY, "auto").trim().toLowerCase(Locale.ROOT);
+        return switch (value) {
+            case "", "auto" -> Mode.AUTO;
+            case "memory" -> Mode.MEMORY;
+            case "tcp" -> Mode.TCP;
+            default -> throw new VerbsException("the system property " + SoftDevice.TRANSPORT_PROPERTY
+                    + " is not one of auto, memory, tcp", "leave it unset (auto), or set memory for peers in one JVM");
+        };
+    }
+
+    /** Gives the context a free in-JVM LID. */
+    static int register(SoftContext context) {
+        for (int lid = 1; lid <= MAX_MEMORY_LID; lid++) {
+            if (MEMORY.putIfAbsent(lid, context) == null) return lid;
+        }
+        throw new VerbsException("soft0 has " + MAX_MEMORY_LID + " contexts open in this JVM: no LID is free",
+                "close contexts that are no longer used");
+    }
+
+    static void listening(InetSocketAddress address, SoftContext context) {
+        LISTENERS.put(address, context);
     }
 
     static void unregister(SoftContext context) {
-        LOCAL.remove(context.lid(), context);
+        MEMORY.remove(context.memoryLid(), context);
+        LISTENERS.values().removeIf(c -> c == context);
     }
 
-    /** The link from {@code from} towards (dgid, dlid); resolved once per QP, at RTR. */
-    static Link linkTo(SoftContext from, Gid dgid, int dlid) {
-        SoftContext local = LOCAL.get(dlid);
-        if (local != null && from.hasAddress(dgid) && !"tcp".equals(System.getProperty(SoftDevice.TRANSPORT_PROPERTY))) {
-            return new LocalLink(local.engine);
+    /**
+     * The link from {@code from} towards (dgid, dlid); resolved once per QP, at RTR. A null key is
+     * fine in memory; over TCP it is an EINVAL with the sentence that says so.
+     */
+    static Link linkTo(SoftContext from, Gid dgid, int dlid, FabricKey key, String call) {
+        if (dlid < 1 || dlid > 0xffff) {
+            throw new VerbsException(call + ": the peer's LID " + dlid + " names no soft0 context", 22,
+                    "soft0 LIDs are 1..65535: use the LID of the peer's localEndpoint");
         }
-        return from.transport.connectionTo(new InetSocketAddress(address(dgid), dlid));
+        InetAddress address = address(dgid);
+        if (!(address instanceof Inet4Address) || address.isAnyLocalAddress() || address.isMulticastAddress()
+                || dgid.raw()[12] == (byte) 0xff && dgid.raw()[13] == (byte) 0xff && dgid.raw()[14] == (byte) 0xff
+                && dgid.raw()[15] == (byte) 0xff) {
+            throw new VerbsException(call + ": the peer's GID " + dgid + " is not a unicast IPv4 address", 22,
+                    "soft0 addresses peers by the IPv4-mapped GID of their localEndpoint");
+        }
+        SoftContext local = null;
+        if (from.mode != Mode.TCP && from.hasAddress(dgid)) {
+            local = dlid <= MAX_MEMORY_LID ? MEMORY.get(dlid) : LISTENERS.get(new InetSocketAddress(address, dlid));
+        }
+        if (local != null) return new LocalLink(local);
+        if (from.mode == Mode.MEMORY) {
+            throw new VerbsException(call + ": no soft0 context of this JVM has GID " + dgid + " and LID " + dlid, 22,
+                    SoftDevice.TRANSPORT_PROPERTY + "=memory reaches only QPs of this JVM; unset it to reach other processes");
+        }
+        if (dlid <= MAX_MEMORY_LID) {
+            throw new VerbsException(call + ": no soft0 context of this JVM has GID " + dgid + " and LID " + dlid, 22,
+                    "LIDs up to " + MAX_MEMORY_LID + " are soft0's in-JVM LIDs; a peer in another process gives the TCP"
+                            + " port of its localEndpoint");
+        }
+        if (key == null) {
+            throw new VerbsException(call + ": the peer is reached over TCP and this QP has no fabric key", 22,
+                    "soft0 accepts packets from another process only over a connection that proves the key both"
+                            + " peers share: set one with RtrAttributes.withFabricKey (rdma-run scenarios and pingpong do)");
+        }
+        return from.transport.connectionTo(new InetSocketAddress(address, dlid), key);
     }
 
     /** The IP address a GID stands for (IPv4-mapped GIDs give IPv4). */

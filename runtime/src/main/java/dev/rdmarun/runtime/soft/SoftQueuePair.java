@@ -4,6 +4,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.AddressVector;
+import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.MemoryRegion;
 import dev.rdmarun.runtime.Mtu;
 import dev.rdmarun.runtime.QpAttr;
@@ -45,6 +46,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *   <li>ERR flushes every outstanding work request with WR_FLUSH_ERR; RESET empties the queues.</li>
  * </ul>
  *
+ * <p>A QP accepts requests and responses only from the link bound to its connected peer: in
+ * memory, packets of this JVM (none from TCP); over TCP, packets from a connection that proved
+ * the QP's {@link FabricKey} (required at RTR then); and only with the peer's QPN and LID.
+ * Messages longer than max_msg_sz ({@value SoftContext#MAX_MESSAGE} bytes) fail at post with EINVAL.
+ *
  * <p>Threads: posting (the application's dispatcher), modify (any), and the engine (packets,
  * doorbells, timers) all take this QP's lock; completions go to the CQs, which lock themselves.
  */
@@ -69,6 +75,13 @@ final class SoftQueuePair extends QueuePair {
     private Set<Access> access = Set.of();
     private Link link;
     private AddressVector av;
+    /** The key this QP registered with its context (its peer is over TCP), or null. */
+    private FabricKey fabricKey;
+    /** The key a TCP connection must have proved for its packets to reach this QP; null when the peer is not over TCP. */
+    private volatile FabricKey tcpKey;
+    /** The LID this QP's packets carry, and the one it expects on its peer's. */
+    private int srcLid;
+    private int peerLid;
     private int destQpn;
     private int expectedPsn;
     private int minRnrTimer;
@@ -191,18 +204,35 @@ final class SoftQueuePair extends QueuePair {
             int invalid = checkValues(a);
             if (invalid != 0) return invalid;
             Link resolved = null;
+            int resolvedSrcLid = 0;
             if (a.has(QpAttr.AV)) {
+                AddressVector v = a.addressVector();
+                String call = "ibv_modify_qp(QP " + qpn + ", " + from + "→" + to + ") failed";
+                // The key counts as used before the link is resolved, so its connection is not swept meanwhile.
+                FabricKey key = a.fabricKey();
+                if (key != null) context.keyUsed(key);
                 try {
-                    resolved = SoftFabric.linkTo(context, a.addressVector().dgid(), a.addressVector().dlid());
+                    resolved = SoftFabric.linkTo(context, v.dgid(), v.dlid(), key, call);
+                    resolvedSrcLid = resolved instanceof LocalLink ? context.memoryLid()
+                            : context.endpointLid(SoftContext.PORT, v.sgidIndex());
                 } catch (RuntimeException e) {
+                    if (key != null) context.keyReleased(key);
+                    if (e instanceof VerbsException v2) throw v2;
                     return Errno.EINVAL;
                 }
+                if (key != null && resolved instanceof LocalLink) context.keyReleased(key);
             }
             // Valid: apply.
             if (a.has(QpAttr.ACCESS_FLAGS)) access = a.access().isEmpty() ? Set.of() : EnumSet.copyOf(a.access());
             if (a.has(QpAttr.AV)) {
                 av = a.addressVector();
                 link = resolved;
+                srcLid = resolvedSrcLid;
+                peerLid = resolved instanceof LocalLink l ? l.target().memoryLid() : av.dlid();
+                FabricKey key = resolved instanceof LocalLink ? null : a.fabricKey();
+                releaseKey();
+                fabricKey = key;
+                tcpKey = key;
             }
             if (a.has(QpAttr.DEST_QPN)) destQpn = a.destQpn();
             if (a.has(QpAttr.RQ_PSN)) expectedPsn = a.rqPsn() & PSN_MASK;
@@ -251,15 +281,38 @@ final class SoftQueuePair extends QueuePair {
         rnrDeadline = ackDeadline = 0;
         link = null;
         av = null;
+        releaseKey();
         access = Set.of();
         lastAtomicPsn = -1;
+    }
+
+    private void releaseKey() {
+        if (fabricKey != null) context.keyReleased(fabricKey);
+        fabricKey = null;
+        tcpKey = null;
+    }
+
+    /**
+     * Reader threads: whether a packet from a TCP connection that proved key may reach this QP
+     * (only when its peer is over TCP with that key). Allocation-free; the engine checks again.
+     */
+    boolean acceptsOver(FabricKey key) {
+        FabricKey k = tcpKey;
+        return k != null && key != null && k.equals(key);
+    }
+
+    /** Whether p came over the link bound to this QP's peer (lock held). */
+    private boolean fromPeer(Packet p) {
+        if (link instanceof LocalLink) return p.replyLink == null;
+        return p.replyLink instanceof TcpTransport.Connection c && acceptsOver(c.key());
     }
 
     @Override
     protected void destroy() {
         synchronized (lock) {
             destroyed = true;
-            context.removeQp(qpn);
+            releaseKey();
+            context.removeQp(qpn, this);
         }
         arena.close();
     }
@@ -272,6 +325,7 @@ final class SoftQueuePair extends QueuePair {
         synchronized (lock) {
             if (destroyed || state == QpState.RESET || state == QpState.INIT || state == QpState.RTR) return Errno.EINVAL;
             if (opcode.isAtomic() && (remoteAddress & 7) != 0) return Errno.EINVAL; // as rxe's provider checks at post
+            if (length > SoftContext.MAX_MESSAGE) return Errno.EINVAL; // max_msg_sz, for SEND, WRITE and READ alike
             if (sqTail - ackNext >= sq.length) return Errno.ENOMEM;
             int slot = (int) (sqTail % sq.length);
             SendWqe w = sq[slot];
@@ -303,6 +357,7 @@ final class SoftQueuePair extends QueuePair {
     protected int postReceiveRequest(long wrId, MemoryRegion mr, long offset, int length) {
         synchronized (lock) {
             if (destroyed || state == QpState.RESET) return Errno.EINVAL;
+            if (length > SoftContext.MAX_MESSAGE) return Errno.EINVAL;
             if (rqTail - rqHead >= rq.length) return Errno.ENOMEM;
             RecvWqe r = rq[(int) (rqTail % rq.length)];
             r.wrId = wrId;
@@ -335,7 +390,7 @@ final class SoftQueuePair extends QueuePair {
                 p.opcode = w.opcode.code();
                 p.dstQpn = destQpn;
                 p.srcQpn = qpn;
-                p.srcLid = context.lid();
+                p.srcLid = srcLid;
                 p.psn = w.psn = nextPsn;
                 p.remoteAddress = w.remoteAddress;
                 p.rkey = w.rkey;
@@ -388,8 +443,9 @@ final class SoftQueuePair extends QueuePair {
         synchronized (lock) {
             try {
                 if (destroyed || state != QpState.RTS || ackNext == sendNext) return;
+                if (!fromPeer(p) || p.srcQpn != destQpn || p.srcLid != peerLid) return; // not our peer
                 SendWqe w = sq[(int) (ackNext % sq.length)];
-                if (p.psn != w.psn || p.srcQpn != destQpn) return; // stale: from before a rewind, or not our peer
+                if (p.psn != w.psn) return; // stale: from before a rewind
                 switch (p.kind) {
                     case Packet.ACK -> {
                         if (w.opcode == WrOpcode.RDMA_READ || w.opcode.isAtomic()) completeWithError(w, WcStatus.BAD_RESP_ERR);
@@ -511,7 +567,7 @@ final class SoftQueuePair extends QueuePair {
     void onRequest(Packet p) {
         synchronized (lock) {
             if (destroyed || state != QpState.RTR && state != QpState.RTS
-                    || p.srcQpn != destQpn || p.srcLid != av.dlid()) {
+                    || !fromPeer(p) || p.srcQpn != destQpn || p.srcLid != peerLid) {
                 p.release(); // not for a connected QP: a real RNIC drops it silently too
                 return;
             }
@@ -702,7 +758,7 @@ final class SoftQueuePair extends QueuePair {
         int requester = p.srcQpn;
         p.srcQpn = qpn;
         p.dstQpn = requester;
-        p.srcLid = context.lid();
+        p.srcLid = srcLid;
         Link back = p.replyLink != null ? p.replyLink : link;
         p.replyLink = null;
         context.engine.send(back, p);

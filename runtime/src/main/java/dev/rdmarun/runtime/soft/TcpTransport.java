@@ -1,116 +1,278 @@
 package dev.rdmarun.runtime.soft;
 
+import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WrOpcode;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
+import java.io.EOFException;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.security.SecureRandom;
+import java.util.HexFormat;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 import org.jctools.queues.atomic.MpscAtomicArrayQueue;
 
 /**
- * The software fabric between processes: each context listens on an ephemeral TCP port (its
- * LID) and opens one connection per remote context it sends requests to; responses return on
- * the connection their request came on.
+ * The software fabric between processes. A context listens only where a QP's local endpoint
+ * asked for a LID: one listener per GID address, bound to that address only, on an ephemeral
+ * port (the LID). It opens one connection per (remote listener, {@link FabricKey}) it sends
+ * requests to; responses return on the connection their request came on.
  *
- * <p>Wire: each side first sends {@value #MAGIC_TEXT} and a version (u16), then frames: a u32
- * length, a {@value #HEADER}-byte header (kind, opcode, rnr timer, QPNs, PSN, LID, remote
- * address, rkey, immediate, atomic operands, READ length, payload length) and the payload, all big-endian.
- * Everything read is checked (kind, opcode, 24-bit QPNs and PSNs, lengths up to max_msg_sz); a
- * connection that sends anything else is closed, and what was in flight on it is lost, which the
- * requesters' retry timers turn into RETRY_EXC_ERR, as a real fabric would.
+ * <p>Authentication, before any frame (all big-endian; {@code HMAC} is HMAC-SHA256 keyed by the
+ * fabric key, nonces from SecureRandom, MACs compared in constant time):
+ * <ol>
+ *   <li>connector: {@value #MAGIC_TEXT} (u32), version {@value #VERSION} (u16), key id (8 bytes: the
+ *       first 8 of SHA-256("rdma-run soft0 key id" ‖ key), never the key), nonce C (32 bytes);</li>
+ *   <li>acceptor (knows the key: a QP of its context uses it over TCP; else it closes):
+ *       magic, version, nonce A (32), HMAC("rdma-run soft0 acceptor" ‖ C ‖ A) (32);</li>
+ *   <li>connector checks that MAC (else closes) and sends HMAC("rdma-run soft0 connector" ‖ A ‖ C) (32);
+ *       the acceptor checks it (else closes).</li>
+ * </ol>
+ * A connection must finish this within {@value #AUTH_DEADLINE_MS} ms; at most
+ * {@value #MAX_UNAUTHENTICATED} accepted connections per context may be authenticating at once
+ * (more are closed at once); an authenticated connection that carried nothing for
+ * {@value #IDLE_DEADLINE_MS} ms while no QP of the context uses its key is closed.
+ *
+ * <p>Frames: a u32 length, a {@value #HEADER}-byte header (kind, opcode, rnr timer, QPNs, PSN, LID,
+ * remote address, rkey, immediate, atomic operands, READ length, payload length) and the payload.
+ * The header is read and checked first (kind, opcode, 24-bit QPNs and PSNs, lengths up to
+ * max_msg_sz; a frame longer than max_msg_sz plus the header closes the connection); a frame for
+ * no QP, or for a QP whose peer is not behind this connection's key, is skipped unread into
+ * memory. What was in flight on a closed connection is lost, which the requesters' retry timers
+ * turn into RETRY_EXC_ERR, as a real fabric would.
  */
 final class TcpTransport {
     static final String MAGIC_TEXT = "RDSW";
     static final int MAGIC = 0x52445357;
-    static final int VERSION = 1;
+    static final int VERSION = 2;
     static final int HEADER = 60;
+    static final int KEY_ID_LENGTH = 8;
+    static final int NONCE_LENGTH = 32;
+    static final int MAC_LENGTH = 32;
+    static final int AUTH_DEADLINE_MS = 2000;
+    static final int IDLE_DEADLINE_MS = 30_000;
+    static final int MAX_UNAUTHENTICATED = 16;
+    private static final byte[] KEY_ID_LABEL = "rdma-run soft0 key id".getBytes(StandardCharsets.US_ASCII);
+    static final byte[] ACCEPTOR_LABEL = "rdma-run soft0 acceptor".getBytes(StandardCharsets.US_ASCII);
+    static final byte[] CONNECTOR_LABEL = "rdma-run soft0 connector".getBytes(StandardCharsets.US_ASCII);
+    private static final SecureRandom RANDOM = new SecureRandom();
     private static final int QUEUE = 1 << 14;
     private static final int CONNECT_TIMEOUT_MS = 3000;
     private static final long RECONNECT_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+    private static final long SWEEP_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     private final SoftContext context;
-    private final ServerSocket server;
-    private final ConcurrentHashMap<InetSocketAddress, Connection> outbound = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<InetAddress, ServerSocket> listeners = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Route, Connection> outbound = new ConcurrentHashMap<>();
     private final Set<Connection> connections = ConcurrentHashMap.newKeySet();
+    private final AtomicInteger authenticating = new AtomicInteger();
+    private volatile Thread sweeper;
+    /** Frames of authenticated connections skipped unread (for no QP, or a QP not behind their key). */
+    private final AtomicLong skippedFrames = new AtomicLong();
     private volatile boolean closed;
 
-    private TcpTransport(SoftContext context, ServerSocket server) {
-        this.context = context;
-        this.server = server;
-        Thread.ofVirtual().name(context.deviceName() + "-accept").start(this::acceptLoop);
+    static {
+        // Loads the JCA providers now, not in a QP's first handshake (where it would eat into its ACK timeout).
+        mac(FabricKey.random(), ACCEPTOR_LABEL, new byte[NONCE_LENGTH], keyIdBytes(FabricKey.random()));
     }
 
-    /** Listens on an ephemeral port of every address: the port is the context's LID. */
-    static TcpTransport listen(SoftContext context) {
+    /** Where requests of QPs with one key go: connections are per remote listener and key. */
+    private record Route(InetSocketAddress remote, FabricKey key) {}
+
+    TcpTransport(SoftContext context) {
+        this.context = context;
+    }
+
+    /** The key id sent in the clear: a truncated hash, so the key itself never crosses the wire. */
+    static String keyId(FabricKey key) {
+        return HexFormat.of().formatHex(keyIdBytes(key));
+    }
+
+    static byte[] keyIdBytes(FabricKey key) {
         try {
-            ServerSocket server = new ServerSocket();
-            server.bind(new InetSocketAddress(0));
-            if (server.getLocalPort() > 0xffff) throw new IOException("port does not fit a LID");
-            return new TcpTransport(context, server);
-        } catch (IOException e) {
-            throw new VerbsException("the software provider cannot listen on a TCP port: " + e.getMessage(),
-                    "soft0 QPs reach other processes over TCP; check that this process may open a listening socket");
+            MessageDigest sha = MessageDigest.getInstance("SHA-256");
+            sha.update(KEY_ID_LABEL);
+            byte[] digest = sha.digest(key.toBytes());
+            byte[] id = new byte[KEY_ID_LENGTH];
+            System.arraycopy(digest, 0, id, 0, KEY_ID_LENGTH);
+            return id;
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("the JDK has no SHA-256", e);
         }
     }
 
-    int port() {
+    static byte[] mac(FabricKey key, byte[] label, byte[] first, byte[] second) {
+        try {
+            Mac mac = Mac.getInstance("HmacSHA256");
+            mac.init(new SecretKeySpec(key.toBytes(), "HmacSHA256"));
+            mac.update(label);
+            mac.update(first);
+            return mac.doFinal(second);
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("the JDK has no HmacSHA256", e);
+        }
+    }
+
+    /**
+     * The port of this context's listener on address (bound to that address only), listening
+     * from now on if it was not yet: that port is the LID of endpoints with that GID.
+     */
+    int listen(InetAddress address) {
+        if (closed) throw new VerbsException("this soft0 context is closed", null);
+        ServerSocket server = listeners.computeIfAbsent(address, a -> {
+            try {
+                ServerSocket s = new ServerSocket();
+                s.bind(new InetSocketAddress(a, 0));
+                Thread.ofVirtual().name(context.deviceName() + "-accept").start(() -> acceptLoop(s));
+                SoftFabric.listening(new InetSocketAddress(a, s.getLocalPort()), context);
+                return s;
+            } catch (IOException e) {
+                throw new VerbsException("the software provider cannot listen on " + a.getHostAddress() + ": "
+                        + e.getMessage(), "soft0 QPs reach other processes over TCP; check that this process may"
+                        + " open a listening socket, or set " + SoftDevice.TRANSPORT_PROPERTY + "=memory when both"
+                        + " peers are in this JVM");
+            }
+        });
+        startSweeper();
+        if (closed) closeQuietly(server);
         return server.getLocalPort();
     }
 
-    /** The connection that carries requests to this remote context (connected on first use). */
-    Link connectionTo(InetSocketAddress remote) {
-        return outbound.computeIfAbsent(remote, r -> start(new Connection(r, null)));
+    /** The connection that carries requests with this key to this remote listener (connected on first use). */
+    Link connectionTo(InetSocketAddress remote, FabricKey key) {
+        startSweeper();
+        return outbound.compute(new Route(remote, key), (r, c) -> c == null || c.dead ? start(new Connection(r, null)) : c);
     }
 
     private Connection start(Connection c) {
         connections.add(c);
-        c.writer = Thread.ofVirtual().name(context.deviceName() + "-tcp-writer").start(c::writeLoop);
+        c.writer = Thread.ofVirtual().name(context.deviceName() + "-tcp-writer").unstarted(c::writeLoop);
+        if (c.route != null) c.writer.start();
         return c;
     }
 
-    private void acceptLoop() {
-        while (!closed) {
+    private void acceptLoop(ServerSocket server) {
+        while (!closed && !server.isClosed()) {
             try {
                 Socket s = server.accept();
+                if (authenticating.incrementAndGet() > MAX_UNAUTHENTICATED || closed) {
+                    authenticating.decrementAndGet();
+                    closeQuietly(s);
+                    continue;
+                }
                 s.setTcpNoDelay(true);
-                start(new Connection(null, s));
-            } catch (IOException e) {
-                if (closed) return;
+                Connection c = start(new Connection(null, s));
+                Thread.ofVirtual().name(context.deviceName() + "-tcp-auth").start(c::acceptorLoop);
+            } catch (IOException | RuntimeException | Error e) {
+                if (closed || server.isClosed()) return;
+                // one failed accept (out of descriptors, say) must not end the listener
             }
         }
     }
 
-    void close() {
-        closed = true;
-        try {
-            server.close();
-        } catch (IOException ignored) {
-            // closing anyway
+    /** Closes connections past their deadline: unauthenticated after AUTH_DEADLINE_MS, unused and idle after IDLE_DEADLINE_MS. */
+    private void startSweeper() {
+        if (sweeper != null) return;
+        synchronized (this) {
+            if (sweeper != null || closed) return;
+            sweeper = Thread.ofVirtual().name(context.deviceName() + "-tcp-sweeper").start(this::sweepLoop);
         }
-        for (Connection c : connections) c.close();
     }
 
-    /** One TCP connection: a writer thread drains the outbound queue, a reader delivers to the engine. */
+    private void sweepLoop() {
+        while (!closed) {
+            long now = System.nanoTime();
+            for (Connection c : connections) {
+                try {
+                    c.sweep(now);
+                } catch (RuntimeException e) {
+                    c.close();
+                }
+            }
+            LockSupport.parkNanos(this, SWEEP_NANOS);
+        }
+    }
+
+    long skippedFrames() {
+        return skippedFrames.get();
+    }
+
+    int listenerCount() {
+        return listeners.size();
+    }
+
+    /** The addresses the listeners are bound to. */
+    java.util.List<InetAddress> listenerAddresses() {
+        return listeners.values().stream().map(ServerSocket::getInetAddress).toList();
+    }
+
+    void close() {
+        closed = true;
+        for (ServerSocket s : listeners.values()) closeQuietly(s);
+        for (Connection c : connections) c.close();
+        Thread t = sweeper;
+        if (t != null) {
+            LockSupport.unpark(t);
+            try {
+                t.join(TimeUnit.SECONDS.toMillis(5));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    private static void closeQuietly(AutoCloseable c) {
+        try {
+            c.close();
+        } catch (Exception ignored) {
+            // closing anyway
+        }
+    }
+
+    /**
+     * One TCP connection: a writer thread drains the outbound queue, a reader delivers to the
+     * engine. Outbound ones (route set) connect and authenticate as connector, accepted ones as acceptor.
+     */
     final class Connection implements Link {
-        private final InetSocketAddress remote;
+        private final Route route;
         private final MpscAtomicArrayQueue<Packet> out = new MpscAtomicArrayQueue<>(QUEUE);
+        private final byte[] skip = new byte[8192];
         private volatile Socket socket;
         private volatile boolean writerSleeping;
         private volatile boolean dead;
+        /** The key this connection proved; null until it did. */
+        private volatile FabricKey key;
+        private volatile long openedAt = System.nanoTime();
+        private volatile long lastActivity = System.nanoTime();
         Thread writer;
 
-        Connection(InetSocketAddress remote, Socket accepted) {
-            this.remote = remote;
+        Connection(Route route, Socket accepted) {
+            this.route = route;
             this.socket = accepted;
+        }
+
+        /** The key this connection authenticated with, or null. */
+        FabricKey key() {
+            return key;
         }
 
         @Override
@@ -124,32 +286,161 @@ final class TcpTransport {
             return true;
         }
 
+        void sweep(long now) {
+            if (dead) {
+                connections.remove(this);
+                return;
+            }
+            Socket s = socket;
+            FabricKey k = key;
+            if (s != null && k == null) {
+                if (now - openedAt > TimeUnit.MILLISECONDS.toNanos(AUTH_DEADLINE_MS)) closeSocket();
+                return;
+            }
+            // Idle: nothing carried since the deadline (a connection not yet used counts from its creation).
+            if (now - lastActivity <= TimeUnit.MILLISECONDS.toNanos(IDLE_DEADLINE_MS)) return;
+            if (route == null) {
+                if (k == null || !context.keyInUse(k)) close();
+                return;
+            }
+            // Atomic with connectionTo: a QP that registers the key first gets this connection kept.
+            outbound.computeIfPresent(route, (r, c) -> {
+                if (c != this || context.keyInUse(r.key()) || !out.isEmpty()) return c;
+                close();
+                return null;
+            });
+        }
+
+        /** Accepted connection: authenticates (or closes), then reads frames; the writer starts once it is authenticated. */
+        void acceptorLoop() {
+            Socket s = socket;
+            boolean counted = true;
+            try {
+                if (s == null) return;
+                InputStream in = s.getInputStream();
+                OutputStream o = s.getOutputStream();
+                byte[] hello = readExactly(in, 4 + 2 + KEY_ID_LENGTH + NONCE_LENGTH);
+                if (readInt(hello, 0) != MAGIC || ((hello[4] & 0xff) << 8 | hello[5] & 0xff) != VERSION) return;
+                FabricKey k = context.keyById(HexFormat.of().formatHex(hello, 6, 6 + KEY_ID_LENGTH));
+                if (k == null) return; // no QP here uses that key
+                byte[] nonceC = java.util.Arrays.copyOfRange(hello, 6 + KEY_ID_LENGTH, hello.length);
+                byte[] nonceA = new byte[NONCE_LENGTH];
+                RANDOM.nextBytes(nonceA);
+                byte[] reply = new byte[4 + 2 + NONCE_LENGTH + MAC_LENGTH];
+                writeInt(reply, 0, MAGIC);
+                reply[4] = (byte) (VERSION >>> 8);
+                reply[5] = (byte) VERSION;
+                System.arraycopy(nonceA, 0, reply, 6, NONCE_LENGTH);
+                System.arraycopy(mac(k, ACCEPTOR_LABEL, nonceC, nonceA), 0, reply, 6 + NONCE_LENGTH, MAC_LENGTH);
+                o.write(reply);
+                o.flush();
+                byte[] proof = readExactly(in, MAC_LENGTH);
+                if (!MessageDigest.isEqual(proof, mac(k, CONNECTOR_LABEL, nonceA, nonceC))) return;
+                key = k;
+                lastActivity = System.nanoTime();
+                authenticating.decrementAndGet();
+                counted = false;
+                writer.start();
+                readLoop(s, in);
+            } catch (IOException | RuntimeException | Error e) {
+                // garbage, a peer gone, or a deadline passed: the connection ends
+            } finally {
+                if (counted) authenticating.decrementAndGet();
+                dead = true; // an accepted connection ends with its socket: forget it
+                closeSocket();
+                connections.remove(this);
+                if (writer.isAlive()) LockSupport.unpark(writer);
+            }
+        }
+
+        /** Outbound connection: connects, proves the key and checks the acceptor's proof, then starts the reader. */
+        private DataOutputStream connect() throws IOException {
+            Socket s = new Socket();
+            openedAt = System.nanoTime(); // before the socket is visible: the sweeper times the handshake from here
+            socket = s;
+            s.setTcpNoDelay(true);
+            s.connect(route.remote(), CONNECT_TIMEOUT_MS);
+            if (closed || dead) throw new IOException("closed");
+            InputStream in = s.getInputStream();
+            OutputStream o = s.getOutputStream();
+            byte[] nonceC = new byte[NONCE_LENGTH];
+            RANDOM.nextBytes(nonceC);
+            byte[] hello = new byte[4 + 2 + KEY_ID_LENGTH + NONCE_LENGTH];
+            writeInt(hello, 0, MAGIC);
+            hello[4] = (byte) (VERSION >>> 8);
+            hello[5] = (byte) VERSION;
+            System.arraycopy(keyIdBytes(route.key()), 0, hello, 6, KEY_ID_LENGTH);
+            System.arraycopy(nonceC, 0, hello, 6 + KEY_ID_LENGTH, NONCE_LENGTH);
+            o.write(hello);
+            o.flush();
+            byte[] reply = readExactly(in, 4 + 2 + NONCE_LENGTH + MAC_LENGTH);
+            if (readInt(reply, 0) != MAGIC || ((reply[4] & 0xff) << 8 | reply[5] & 0xff) != VERSION) {
+                throw new IOException("not a soft0 listener");
+            }
+            byte[] nonceA = java.util.Arrays.copyOfRange(reply, 6, 6 + NONCE_LENGTH);
+            byte[] theirs = java.util.Arrays.copyOfRange(reply, 6 + NONCE_LENGTH, reply.length);
+            if (!MessageDigest.isEqual(theirs, mac(route.key(), ACCEPTOR_LABEL, nonceC, nonceA))) {
+                throw new IOException("the listener does not know the key");
+            }
+            o.write(mac(route.key(), CONNECTOR_LABEL, nonceA, nonceC));
+            o.flush();
+            key = route.key();
+            lastActivity = System.nanoTime();
+            Thread.ofVirtual().name(context.deviceName() + "-tcp-reader").start(() -> {
+                try {
+                    readLoop(s, in);
+                } catch (IOException | RuntimeException | Error e) {
+                    // peer gone or garbage: the connection ends (the writer reconnects if it has work)
+                } finally {
+                    if (socket == s) closeSocket();
+                    LockSupport.unpark(writer);
+                }
+            });
+            return new DataOutputStream(new BufferedOutputStream(o, 1 << 16));
+        }
+
+        /**
+         * Reads n bytes before the authentication deadline (the sweeper closes the socket when it
+         * passes; the read timeout only keeps one read from waiting past it).
+         */
+        private byte[] readExactly(InputStream in, int n) throws IOException {
+            byte[] b = new byte[n];
+            int got = 0;
+            Socket s = socket;
+            while (got < n) {
+                long left = TimeUnit.NANOSECONDS.toMillis(openedAt + TimeUnit.MILLISECONDS.toNanos(AUTH_DEADLINE_MS)
+                        - System.nanoTime());
+                if (left <= 0 || s == null) throw new SocketTimeoutException("authentication deadline");
+                s.setSoTimeout((int) left);
+                int r = in.read(b, got, n - got);
+                if (r < 0) throw new EOFException();
+                got += r;
+            }
+            s.setSoTimeout(0);
+            return b;
+        }
+
         void writeLoop() {
             long retryAfter = 0;
             DataOutputStream output = null;
             while (!closed && !dead) {
                 try {
                     if (output == null) {
-                        if (socket == null) {
+                        if (route == null) {
+                            output = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 1 << 16));
+                        } else {
                             if (out.isEmpty() || System.nanoTime() - retryAfter < 0) {
                                 sleep();
                                 continue;
                             }
-                            Socket s = new Socket();
-                            s.setTcpNoDelay(true);
-                            s.connect(remote, CONNECT_TIMEOUT_MS);
-                            socket = s;
+                            output = connect();
                         }
-                        output = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 1 << 16));
-                        output.writeInt(MAGIC);
-                        output.writeShort(VERSION);
-                        output.flush();
-                        Socket s = socket;
-                        Thread.ofVirtual().name(context.deviceName() + "-tcp-reader").start(() -> readLoop(s));
                     }
+                    if (socket == null) throw new IOException("connection lost");
                     Packet p = out.poll();
                     if (p == null) {
                         output.flush();
+                        lastActivity = System.nanoTime();
                         sleep();
                         continue;
                     }
@@ -158,12 +449,13 @@ final class TcpTransport {
                     } finally {
                         p.release();
                     }
-                } catch (IOException | RuntimeException e) {
+                } catch (IOException | RuntimeException | Error e) {
                     // The connection failed: what is queued is lost (requesters retry and time out).
                     output = null;
+                    key = null;
                     closeSocket();
                     drop();
-                    if (remote == null) {
+                    if (route == null) {
                         dead = true; // an accepted connection is not re-made by this side
                     } else {
                         retryAfter = System.nanoTime() + RECONNECT_BACKOFF_NANOS;
@@ -175,7 +467,7 @@ final class TcpTransport {
 
         private void sleep() {
             writerSleeping = true;
-            if (out.isEmpty() && !closed) LockSupport.parkNanos(this, TimeUnit.MILLISECONDS.toNanos(50));
+            if (out.isEmpty() && !closed && !dead) LockSupport.parkNanos(this, TimeUnit.MILLISECONDS.toNanos(50));
             writerSleeping = false;
         }
 
@@ -184,33 +476,43 @@ final class TcpTransport {
             while ((p = out.poll()) != null) p.release();
         }
 
-        private void readLoop(Socket s) {
-            try (DataInputStream input = new DataInputStream(new BufferedInputStream(s.getInputStream(), 1 << 16))) {
-                if (input.readInt() != MAGIC || input.readUnsignedShort() != VERSION) return;
-                while (!closed) {
-                    Packet p = context.pool.acquire();
-                    if (!read(input, p)) {
-                        p.release();
-                        return;
+        /** Reads frames of an authenticated connection until it ends; only frames for QPs behind this key are kept. */
+        private void readLoop(Socket s, InputStream raw) throws IOException {
+            DataInputStream input = new DataInputStream(new BufferedInputStream(raw, 1 << 16));
+            FabricKey k = key;
+            while (!closed && socket == s) {
+                Packet p = context.pool.acquire();
+                boolean kept = false;
+                try {
+                    int length = readHeader(input, p);
+                    if (length < 0) return; // malformed: the connection ends
+                    lastActivity = System.nanoTime();
+                    SoftQueuePair qp = context.qp(p.dstQpn);
+                    if (qp == null || !qp.acceptsOver(k)) {
+                        skip(input, length); // not ours to read: dropped unread
+                        skippedFrames.incrementAndGet();
+                        continue;
                     }
+                    p.ensureCapacity(length);
+                    input.readFully(p.data, 0, length);
+                    p.length = length;
                     p.replyLink = this;
                     while (!context.engine.deliver(p)) {
-                        if (closed) {
-                            p.release();
-                            return;
-                        }
+                        if (closed || dead) return;
                         LockSupport.parkNanos(10_000);
                     }
+                    kept = true;
+                } finally {
+                    if (!kept) p.release();
                 }
-            } catch (IOException | RuntimeException e) {
-                // peer gone or garbage: the connection ends
-            } finally {
-                if (socket == s) closeSocket();
-                if (remote == null) {
-                    dead = true; // an accepted connection ends with its socket: forget it
-                    connections.remove(this);
-                    LockSupport.unpark(writer);
-                }
+            }
+        }
+
+        private void skip(DataInputStream in, int n) throws IOException {
+            while (n > 0) {
+                int chunk = Math.min(n, skip.length);
+                in.readFully(skip, 0, chunk);
+                n -= chunk;
             }
         }
 
@@ -223,14 +525,19 @@ final class TcpTransport {
         private void closeSocket() {
             Socket s = socket;
             socket = null;
-            if (s != null) {
-                try {
-                    s.close();
-                } catch (IOException ignored) {
-                    // closing anyway
-                }
-            }
+            if (s != null) closeQuietly(s);
         }
+    }
+
+    private static int readInt(byte[] b, int at) {
+        return (b[at] & 0xff) << 24 | (b[at + 1] & 0xff) << 16 | (b[at + 2] & 0xff) << 8 | b[at + 3] & 0xff;
+    }
+
+    private static void writeInt(byte[] b, int at, int v) {
+        b[at] = (byte) (v >>> 24);
+        b[at + 1] = (byte) (v >>> 16);
+        b[at + 2] = (byte) (v >>> 8);
+        b[at + 3] = (byte) v;
     }
 
     static void write(DataOutputStream o, Packet p) throws IOException {
@@ -253,10 +560,13 @@ final class TcpTransport {
         o.write(p.data, 0, p.length);
     }
 
-    /** Reads one frame into p; false (and nothing usable in p) when the frame is not a valid packet. */
-    static boolean read(DataInputStream in, Packet p) throws IOException {
+    /**
+     * Reads one frame's length and header into p; returns the payload length still to read, or -1
+     * when the frame is not a valid packet (too long for max_msg_sz included).
+     */
+    static int readHeader(DataInputStream in, Packet p) throws IOException {
         int frame = in.readInt();
-        if (frame < HEADER || frame - HEADER > SoftContext.MAX_MESSAGE) return false;
+        if (frame < HEADER || frame - HEADER > SoftContext.MAX_MESSAGE) return -1;
         p.kind = in.readUnsignedByte();
         p.opcode = in.readUnsignedByte();
         p.rnrTimer = in.readUnsignedByte();
@@ -272,11 +582,8 @@ final class TcpTransport {
         p.swap = in.readLong();
         p.readLength = in.readInt();
         int length = in.readInt();
-        if (length != frame - HEADER || !valid(p)) return false;
-        p.ensureCapacity(length);
-        in.readFully(p.data, 0, length);
-        p.length = length;
-        return true;
+        if (length != frame - HEADER || !valid(p)) return -1;
+        return length;
     }
 
     private static boolean valid(Packet p) {

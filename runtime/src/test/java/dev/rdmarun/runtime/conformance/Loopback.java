@@ -4,6 +4,7 @@ import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.CompletionChannel;
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.Context;
+import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.GidEntry;
 import dev.rdmarun.runtime.ProtectionDomain;
 import dev.rdmarun.runtime.QueuePair;
@@ -18,6 +19,8 @@ import java.util.Set;
  */
 final class Loopback implements AutoCloseable {
     static final int PORT = 1;
+    /** The pair's shared secret (soft0 over TCP needs one; hardware ignores it). */
+    private final FabricKey key = FabricKey.random();
 
     final ProtectionDomain pd;
     final CompletionChannel channel;
@@ -67,7 +70,7 @@ final class Loopback implements AutoCloseable {
     private void connect(QueuePair local, QueuePair remote, int localPsn, int remotePsn, int rnrRetry, int minRnrTimer) {
         var endpoint = remote.localEndpoint(PORT, gid.index(), remotePsn);
         local.modifyToRtr(RtrAttributes.of(endpoint, PORT, gid.index(), endpoint.mtu())
-                .withMaxDestRdAtomic(4).withMinRnrTimer(minRnrTimer));
+                .withMaxDestRdAtomic(4).withMinRnrTimer(minRnrTimer).withFabricKey(key));
         local.modifyToRts(RtsAttributes.of(localPsn).withRnrRetry(rnrRetry).withMaxRdAtomic(4));
     }
 

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.AddressVector;
 import dev.rdmarun.runtime.CompletionQueue;
+import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.GidEntry;
 import dev.rdmarun.runtime.GidType;
 import dev.rdmarun.runtime.MemoryRegion;
@@ -46,6 +47,9 @@ import org.junit.jupiter.api.Test;
  * software provider was made to choose as rxe does, and the case pins that down.
  */
 abstract class VerbsConformance extends OnDevice {
+    /** The secret of the QPs these cases connect (soft0 over TCP needs one; hardware ignores it). */
+    static final FabricKey KEY = FabricKey.random();
+
     static final int EINVAL = 22;
     private static final long POLL_LIMIT_NANOS = 30_000_000_000L;
     private static final Set<Access> ALL_REMOTE = EnumSet.of(Access.REMOTE_WRITE, Access.REMOTE_READ, Access.REMOTE_ATOMIC);
@@ -116,7 +120,7 @@ abstract class VerbsConformance extends OnDevice {
             assertEquals(QpState.INIT, qp.queryState());
             qp.modify(new QpAttributes().state(QpState.INIT).access(EnumSet.of(Access.REMOTE_WRITE))); // INIT→INIT
             assertEquals(QpState.INIT, qp.queryState());
-            qp.modifyToRtr(RtrAttributes.of(remote, 1, gid.index(), remote.mtu()));
+            qp.modifyToRtr(RtrAttributes.of(remote, 1, gid.index(), remote.mtu()).withFabricKey(KEY));
             assertEquals(QpState.RTR, qp.queryState());
             qp.modifyToRts(RtsAttributes.of(9));
             assertEquals(QpState.RTS, qp.queryState());
@@ -151,7 +155,7 @@ abstract class VerbsConformance extends OnDevice {
             };
             // RESET→RTR and RESET→RTS skip states.
             VerbsException skip = assertThrows(VerbsException.class,
-                    () -> qp.modifyToRtr(RtrAttributes.of(remote, 1, gid.index(), remote.mtu())));
+                    () -> qp.modifyToRtr(RtrAttributes.of(remote, 1, gid.index(), remote.mtu()).withFabricKey(KEY)));
             assertEquals(EINVAL, skip.errno());
             assertTrue(skip.hint().contains("one step at a time"), skip.hint());
             refused.accept(new QpAttributes().state(QpState.RTS).sqPsn(1).timeout(14).retryCount(7).rnrRetry(7).maxRdAtomic(1));
@@ -167,7 +171,7 @@ abstract class VerbsConformance extends OnDevice {
             refused.accept(new QpAttributes().state(QpState.RTR).pathMtu(remote.mtu()).rqPsn(7).maxDestRdAtomic(1)
                     .minRnrTimer(12).addressVector(new AddressVector(remote.lid(), remote.gid(), gid.index(), 1, 1, 0, 0)));
             refused.accept(new QpAttributes().state(QpState.RTS).sqPsn(1).timeout(14).retryCount(7).rnrRetry(7).maxRdAtomic(1));
-            qp.modifyToRtr(RtrAttributes.of(remote, 1, gid.index(), remote.mtu()));
+            qp.modifyToRtr(RtrAttributes.of(remote, 1, gid.index(), remote.mtu()).withFabricKey(KEY));
             // RTR→RTS without RETRY_CNT.
             refused.accept(new QpAttributes().state(QpState.RTS).sqPsn(1).timeout(14).rnrRetry(7).maxRdAtomic(1));
             assertEquals(QpState.RTR, qp.queryState());
@@ -182,7 +186,7 @@ abstract class VerbsConformance extends OnDevice {
             QpEndpoint remote = qp.localEndpoint(1, gid.index(), 1);
             qp.modifyToInit(1, Set.of());
             VerbsException e = assertThrows(VerbsException.class,
-                    () -> qp.modifyToRtr(RtrAttributes.of(remote, 1, 77, remote.mtu())));
+                    () -> qp.modifyToRtr(RtrAttributes.of(remote, 1, 77, remote.mtu()).withFabricKey(KEY)));
             assertEquals(wrongGidErrno(), e.errno(), e.getMessage());
             assertNotNull(e.hint());
             assertTrue(e.hint().contains("GID index 77"), e.hint());
