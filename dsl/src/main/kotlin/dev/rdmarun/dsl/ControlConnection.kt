@@ -129,7 +129,7 @@ internal class ControlConnection private constructor(
         }
     }
 
-    /** Blocking read of the next frame (before [startWatching]); a Failure frame becomes a [PeerException]. */
+    /** Blocking read of the next frame (before [startWatching], under the handshake deadline), [waitingFor] a noun ("ready signal"); a Failure frame becomes a [PeerException]. */
     fun receive(waitingFor: String): Frame {
         val frame = readFrame(waitingFor)
         if (frame is Failure) {

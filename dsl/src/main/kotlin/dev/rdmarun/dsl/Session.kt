@@ -182,7 +182,7 @@ internal class Session(
                     if (role == Role.CLIENT) fabricKey = FabricKey.of(java.util.HexFormat.of().parseHex(remote.fabricKey!!))
                     connectQps(remote)
                     c.send(Ready)
-                    val ready = c.receive("$peerLabel's ready signal")
+                    val ready = c.receive("ready signal")
                     if (ready != Ready) throw PeerException("$peerLabel sent something else than its ready signal: it is not a compatible rdma-run")
                     remote
                 }
