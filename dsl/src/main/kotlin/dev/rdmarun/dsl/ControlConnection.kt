@@ -429,7 +429,8 @@ internal class ControlConnection private constructor(
                     }
                     val t = Thread.ofPlatform().daemon(true).name("rdma-run-control-judge").unstarted {
                         try {
-                            c.authenticate(local, token)
+                            // A fresh nonce for each connection: a proof seen on one cannot be replayed on another.
+                            c.authenticate(local.copy(nonce = Handshake.nonce()), token)
                             val won = synchronized(lock) {
                                 pending.remove(c)
                                 if (chosen == null) Accepted(c, acceptedAt).also { chosen = it } else null

@@ -198,6 +198,8 @@ class ControlSecuritySpec : FunSpec({
                 frames.drop(1).forEach { it.shouldBeInstanceOf<Failure>() }
                 frames.forEach { FrameCodec.encode(it).toString(Charsets.UTF_8) shouldNotContain "s3cret" }
             }
+            // Each connection gets its own nonce: a proof made for one is worthless on another.
+            received.map { (_, frames) -> (frames.first() as Intro).nonce }.toSet().size shouldBe received.size
             val failures = received.map { (_, frames) -> (frames.getOrNull(1) as Failure?)?.message }
             failures[0] shouldBe "the peer is not an rdma-run scenario: its connection starts with 0x47455420 (GET ) instead of 'RDRN'"
             failures[1] shouldBe "the peer is not an rdma-run scenario: its connection starts with 0x00000000 (\\x00\\x00\\x00\\x00) instead of 'RDRN'"
