@@ -49,7 +49,10 @@ internal class ControlConnection private constructor(
     private val timeout: Duration,
     /** The peer's role, for messages ("the client failed: ..."). */
     private val peerRole: Role,
-    /** The peer in sentences: "the server at host:port", or "the server" when its address does not matter. */
+    /**
+     * The peer in the handshake's sentences: "the server at host:port" (which of several
+     * connections, a stray or the peer); once the scenario runs, sentences say "the server".
+     */
     val peerLabel: String = "the ${peerRole.label}",
 ) : Closeable {
     private val deadlineInput = DeadlineInput(socket)
@@ -241,7 +244,7 @@ internal class ControlConnection private constructor(
                 while (!closing) {
                     // Each frame within the timeout: a silent peer and one that drips are both lost.
                     deadlineInput.expireIn(timeout.inWholeNanoseconds)
-                    val frame = FrameCodec.read(input, "$peerLabel's next frame")
+                    val frame = FrameCodec.read(input, "the ${peerRole.label}'s next frame")
                     when (frame) {
                         is Heartbeat -> {
                             onHeartbeat(frame)
@@ -249,7 +252,7 @@ internal class ControlConnection private constructor(
                         }
                         is Failure -> {
                             peerFailed = true
-                            throw PeerException("$peerLabel failed: ${printable(frame.message)}")
+                            throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
                         }
                         else -> {
                             onFrame(frame)
@@ -263,12 +266,12 @@ internal class ControlConnection private constructor(
                 if (!closing) {
                     val lost = when (e.cause) {
                         is SocketTimeoutException -> if (deadlineInput.bytesSinceDeadline > 0) {
-                            PeerException("$peerLabel sent its frames too slowly: no complete frame within $timeout", e)
+                            PeerException("the ${peerRole.label} sent its frames too slowly: no complete frame within $timeout", e)
                         } else {
-                            PeerException("$peerLabel sent nothing for $timeout (not even heartbeats): it hangs or the network is down", e)
+                            PeerException("the ${peerRole.label} sent nothing for $timeout (not even heartbeats): it hangs or the network is down", e)
                         }
                         is java.io.EOFException ->
-                            PeerException("$peerLabel closed the control connection in the middle of the scenario (it crashed or was killed)", e)
+                            PeerException("the ${peerRole.label} closed the control connection in the middle of the scenario (it crashed or was killed)", e)
                         else -> e
                     }
                     inbox.close(lost)
@@ -315,8 +318,8 @@ internal class ControlConnection private constructor(
         }
         val matches = if (expected is Done) frame is Done && frame.isPhase(expected.phase) else frame == expected
         if (!matches) {
-            if (frame is Done && frame.isPhase(1)) throw PeerException("$peerLabel finished its scenario while this side waited for $waitingFor")
-            throw PeerException("$peerLabel sent ${frameName(frame)} while this side waited for $waitingFor: the two sides run different scenarios")
+            if (frame is Done && frame.isPhase(1)) throw PeerException("the ${peerRole.label} finished its scenario while this side waited for $waitingFor")
+            throw PeerException("the ${peerRole.label} sent ${frameName(frame)} while this side waited for $waitingFor: the two sides run different scenarios")
         }
         return frame
     }
