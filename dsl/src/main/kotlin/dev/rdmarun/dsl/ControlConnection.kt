@@ -118,10 +118,10 @@ internal class ControlConnection private constructor(
      * Reads one frame under the current deadline; [what] names it in sentences ("hello").
      * An expired deadline says whether the peer was silent or too slow.
      */
-    private fun readFrame(what: String, magic: Boolean = false): Frame {
+    private fun readFrame(what: String, magic: Boolean = false, max: Int = FrameCodec.MAX_FRAME): Frame {
         try {
             if (magic) FrameCodec.readMagic(input, "$peerLabel's $what")
-            return FrameCodec.read(input, "$peerLabel's $what")
+            return FrameCodec.read(input, "$peerLabel's $what", max)
         } catch (e: PeerException) {
             if (e.cause !is SocketTimeoutException) throw e
             throw if (deadlineInput.bytesSinceDeadline > 0) {
@@ -168,7 +168,7 @@ internal class ControlConnection private constructor(
             e
         }
         val frame = try {
-            readFrame("hello", magic = true).also { if (unsent != null) throw unsent }
+            readFrame("hello", magic = true, max = FrameCodec.MAX_INTRO_FRAME).also { if (unsent != null) throw unsent }
         } catch (e: PeerException) {
             // Another version, another protocol, garbage: tell the peer, which may be an rdma-run.
             if (e.cause !is IOException) trySend(Failure(e.message.orEmpty()))
@@ -190,7 +190,7 @@ internal class ControlConnection private constructor(
         val theirs = Handshake.proof(key, remote.role, clientNonce, serverNonce, local.fingerprint)
         key.fill(0)
         if (local.role == Role.CLIENT) send(Proof(mine))
-        val proof = when (val f = readFrame("token proof")) {
+        val proof = when (val f = readFrame("token proof", max = FrameCodec.MAX_INTRO_FRAME)) {
             is Proof -> f
             is Failure -> {
                 peerFailed = true

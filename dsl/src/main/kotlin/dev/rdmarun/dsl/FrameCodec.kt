@@ -22,8 +22,11 @@ object FrameCodec {
     const val MAGIC = 0x5244524E // "RDRN"
     const val MAX_FRAME = 4 shl 20
 
+    /** The intro and the token proof are small: a stray that has not passed them gets no 4 MiB buffer. */
+    const val MAX_INTRO_FRAME = 16 shl 10
+
     /** Frames whose version is judged before their fields: the first frame of a connection, and the hello. */
-    private val VERSIONED = setOf("intro", "hello")
+    private val VERSIONED = setOf("hello", "endpoints")
 
     internal val json = Json {
         classDiscriminator = "type"
@@ -82,11 +85,12 @@ object FrameCodec {
         }
     }
 
-    fun read(input: DataInputStream, waitingFor: String): Frame {
+    /** Reads one frame of at most [max] bytes, judging the length before anything is allocated. */
+    fun read(input: DataInputStream, waitingFor: String, max: Int = MAX_FRAME): Frame {
         val length = io(waitingFor) { input.readInt() }
-        if (length <= 0 || length > MAX_FRAME) {
+        if (length <= 0 || length > max) {
             throw PeerException("the peer sent a frame of $length bytes while this side waited for $waitingFor " +
-                "(frames are 1..$MAX_FRAME bytes): it is not a compatible rdma-run, or the stream is corrupt")
+                "(frames are 1..$max bytes): it is not a compatible rdma-run, or the stream is corrupt")
         }
         val bytes = ByteArray(length)
         io(waitingFor) { input.readFully(bytes) }

@@ -36,7 +36,9 @@ sealed class Frame
  * attacker could use (addresses, rkeys, QPNs, PSNs) is in it: those wait for step 3, the [Hello].
  */
 @Serializable
-@SerialName("intro")
+// Named "hello" on the wire, as the first frame of every version was: a peer of an older version
+// judges its version first and says "remote speaks control protocol version 3".
+@SerialName("hello")
 data class Intro(
     val version: Int,
     val role: Role,
@@ -59,7 +61,7 @@ data class Proof(val mac: String) : Frame()
  * every field of the remote's with [Handshake.validate] before using any of it.
  */
 @Serializable
-@SerialName("hello")
+@SerialName("endpoints")
 data class Hello(
     val version: Int,
     val role: Role,

@@ -390,6 +390,15 @@ class ControlSecuritySpec : FunSpec({
             e.message shouldContain "the peer sent a frame of -5 bytes"
             c.close()
         }
+
+        test("before the intro passed, a frame is at most 16 KiB: a stray gets no 4 MiB buffer") {
+            val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
+            DataOutputStream(c.getOutputStream()).apply { writeInt(FrameCodec.MAGIC); writeInt(FrameCodec.MAX_FRAME); flush() }
+            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(intro(Role.SERVER), null) } }
+            e.message shouldBe "the peer sent a frame of ${FrameCodec.MAX_FRAME} bytes while this side waited for the client's hello " +
+                "(frames are 1..${FrameCodec.MAX_INTRO_FRAME} bytes): it is not a compatible rdma-run, or the stream is corrupt"
+            c.close()
+        }
     }
 
     context("peer text is escaped wherever it is shown") {
@@ -430,6 +439,29 @@ class ControlSecuritySpec : FunSpec({
             e.message shouldContain "more characters)"
             e.message!!.none { it.isISOControl() || it == '\u202e' } shouldBe true
             c.close()
+        }
+    }
+
+    context("protocol versions") {
+        test("a peer of version 2 (whose first frame is a hello) is told the version, and its own check of the first frame says it too") {
+            val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
+            val old = """{"type":"hello","version":2,"role":"CLIENT","qpCount":1}""".toByteArray()
+            DataOutputStream(c.getOutputStream()).apply { writeInt(FrameCodec.MAGIC); writeInt(old.size); write(old); flush() }
+            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(intro(Role.SERVER), null) } }
+            e.message shouldBe "remote speaks control protocol version 2, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
+            val input = DataInputStream(c.getInputStream())
+            input.readInt() shouldBe FrameCodec.MAGIC
+            val first = ByteArray(input.readInt()).also { input.readFully(it) }.toString(Charsets.UTF_8)
+            first shouldStartWith """{"type":"hello","version":${Handshake.VERSION},"""
+            // The failure report follows, once.
+            FrameCodec.read(input, "failure") shouldBe Failure(e.message!!)
+            c.close()
+        }
+
+        test("the step-3 frame of another version is judged by its version first") {
+            val next = Handshake.VERSION + 1
+            shouldThrow<PeerException> { FrameCodec.decode("""{"type":"endpoints","version":$next}""".toByteArray()) }.message shouldBe
+                "remote speaks control protocol version $next, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
         }
     }
 
