@@ -22,20 +22,41 @@ import kotlinx.coroutines.selects.onTimeout
 import kotlinx.coroutines.selects.select
 
 /**
- * The scenario's one TCP connection to its peer: the handshake ([handshake]), then, while the
- * scenario runs, barriers and the end-of-run phases ([await]), failure reports and heartbeats.
+ * The scenario's one TCP connection to its peer: the handshake, then, while the scenario runs,
+ * barriers and the end-of-run phases ([await]), failure reports and heartbeats.
  *
- * Every blocking read has the socket timeout; while the scenario runs a reader thread treats a
- * peer that sends nothing (heartbeats go out every third of the timeout) as lost, and so does
- * a closed connection: a dead or hung peer ends the scenario with a sentence, never a hang.
+ * The handshake has three steps, and nothing about this side's QPs or memory goes out before the
+ * peer passed the first two:
+ *  1. [authenticate]: both sides write the magic and an [Intro] (version, role, fingerprint, a
+ *     fresh nonce, whether a token is used) at once, and judge the other's: another version,
+ *     another scenario, a token on one side only end the connection with one sentence.
+ *  2. also in [authenticate], when a token is set: the client sends its [Proof]; the server checks
+ *     it (constant time) and only then sends its own, which the client checks.
+ *  3. [exchangeHellos]: the [Hello]s (QP endpoints, buffers, rkeys, PSNs, the server's fabric
+ *     key), each validated field by field before use.
+ *
+ * One deadline, the scenario's timeout, bounds the whole handshake (set with [handshakeDeadline]),
+ * not each read: before every read the socket timeout is what is left of it ([DeadlineInput]), so
+ * a peer that drips a byte a second is cut off when the deadline passes. While the scenario runs
+ * a reader thread gives every frame the timeout: a peer that sends no complete frame (heartbeats
+ * go out every quarter of the timeout) is lost, and so is a closed connection: a dead, hung or
+ * dripping peer ends the scenario with a sentence, never a hang.
+ *
+ * A failure report ([Failure]) goes out at most once per connection, always after the magic.
  */
 internal class ControlConnection private constructor(
     private val socket: Socket,
     private val timeout: Duration,
     /** The peer's role, for messages ("the client failed: ..."). */
     private val peerRole: Role,
+    /**
+     * The peer in the handshake's sentences: "the server at host:port" (which of several
+     * connections, a stray or the peer); once the scenario runs, sentences say "the server".
+     */
+    val peerLabel: String = "the ${peerRole.label}",
 ) : Closeable {
-    private val input = DataInputStream(BufferedInputStream(socket.getInputStream()))
+    private val deadlineInput = DeadlineInput(socket)
+    private val input = DataInputStream(BufferedInputStream(deadlineInput))
     private val output = DataOutputStream(BufferedOutputStream(socket.getOutputStream()))
     private val writeLock = Any()
     private val inbox = Channel<Frame>(Channel.UNLIMITED)
@@ -45,14 +66,42 @@ internal class ControlConnection private constructor(
     private var reader: Thread? = null
     private var heartbeat: Thread? = null
 
+    /** Guarded by [writeLock]: the magic went out, a failure report went out. */
+    private var magicSent = false
+    private var failureSent = false
+
+    /** The peer reported a failure: it is closing, telling it ours is pointless. */
+    @Volatile
+    private var peerFailed = false
+
     init {
         socket.tcpNoDelay = true
-        socket.soTimeout = timeout.inWholeMilliseconds.coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
+        handshakeDeadline(System.nanoTime() + timeout.inWholeNanoseconds)
+    }
+
+    /** The deadline (System.nanoTime()) for every read until [startWatching]. */
+    fun handshakeDeadline(nanoTime: Long) {
+        deadlineInput.deadline = nanoTime
+    }
+
+    private fun writeMagicLocked() {
+        if (!magicSent) {
+            FrameCodec.writeMagic(output)
+            magicSent = true
+        }
     }
 
     fun send(frame: Frame) {
         synchronized(writeLock) {
-            FrameCodec.io("the peer to take frame ${frame::class.simpleName}") { FrameCodec.write(output, frame) }
+            if (frame is Failure) {
+                // Once: a rejected handshake and the scenario's end would otherwise both report.
+                if (failureSent || peerFailed) return
+                failureSent = true
+            }
+            FrameCodec.io("$peerLabel to take frame ${frame::class.simpleName}") {
+                writeMagicLocked()
+                FrameCodec.write(output, frame)
+            }
         }
     }
 
@@ -65,61 +114,122 @@ internal class ControlConnection private constructor(
         }
     }
 
-    /** Blocking read of the next frame (before [startWatching]); a Failure frame becomes a [PeerException]. */
+    /**
+     * Reads one frame under the current deadline; [what] names it in sentences ("hello").
+     * An expired deadline says whether the peer was silent or too slow.
+     */
+    private fun readFrame(what: String, magic: Boolean = false, max: Int = FrameCodec.MAX_FRAME): Frame {
+        try {
+            if (magic) FrameCodec.readMagic(input, "$peerLabel's $what")
+            return FrameCodec.read(input, "$peerLabel's $what", max)
+        } catch (e: PeerException) {
+            if (e.cause !is SocketTimeoutException) throw e
+            throw if (deadlineInput.bytesSinceDeadline > 0) {
+                PeerException("$peerLabel sent its $what too slowly: no complete $what within $timeout", e)
+            } else {
+                PeerException("no answer from $peerLabel within $timeout while this side waited for its $what", e)
+            }
+        }
+    }
+
+    /** Blocking read of the next frame (before [startWatching], under the handshake deadline), [waitingFor] a noun ("ready signal"); a Failure frame becomes a [PeerException]. */
     fun receive(waitingFor: String): Frame {
-        val frame = FrameCodec.read(input, waitingFor)
-        if (frame is Failure) throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
+        val frame = readFrame(waitingFor)
+        if (frame is Failure) {
+            peerFailed = true
+            throw PeerException("$peerLabel failed: ${printable(frame.message)}")
+        }
         return frame
     }
 
+    /** Ends the handshake with [sentence]: the peer is told (once), this side throws. */
+    private fun reject(sentence: String): Nothing {
+        trySend(Failure(sentence))
+        throw PeerException(sentence)
+    }
+
     /**
-     * Exchanges hellos and judges the remote's. The client speaks first and the server answers
-     * even a hello it will reject, so both sides see both hellos and report the same mismatch.
-     * On a mismatch this side also sends a Failure frame before throwing.
+     * Steps 1 and 2 of the handshake (see the class): returns once the peer showed it runs the
+     * same scenario and, with a [token], that it knows the token. Sends nothing but [local] and
+     * this side's proof, the latter on the server only after the client's proof checked out.
      */
-    fun handshake(local: Hello): Hello {
-        val what = "the ${peerRole.label}'s hello"
-        val remote: Hello
-        if (local.role == Role.CLIENT) {
+    fun authenticate(local: Intro, token: ControlToken?) {
+        require(local.token == (token != null))
+        // A peer that closed at once (a port scan) breaks this write: what it sent, or its EOF, says more.
+        val unsent = try {
             synchronized(writeLock) {
-                FrameCodec.io("the server to accept the hello") {
-                    FrameCodec.writeMagic(output)
+                FrameCodec.io("$peerLabel to take the intro") {
+                    writeMagicLocked()
                     FrameCodec.write(output, local)
                 }
             }
-            FrameCodec.readMagic(input, what)
-            remote = expectHello(receive(what))
-        } else {
-            FrameCodec.readMagic(input, what)
-            val length = FrameCodec.io(what) { input.readInt() }
-            val raw = if (length in 1..FrameCodec.MAX_FRAME) ByteArray(length).also { b -> FrameCodec.io(what) { input.readFully(b) } } else null
-            // Answer before judging, so that the client can report the mismatch from its side too.
-            synchronized(writeLock) {
-                FrameCodec.io("the client to take the hello") {
-                    FrameCodec.writeMagic(output)
-                    FrameCodec.write(output, local)
-                }
-            }
-            if (raw == null) {
-                throw PeerException("the peer sent a frame of $length bytes while this side waited for $what " +
-                    "(frames are 1..${FrameCodec.MAX_FRAME} bytes): it is not a compatible rdma-run, or the stream is corrupt")
-            }
-            remote = try {
-                expectHello(FrameCodec.decode(raw).also { if (it is Failure) throw PeerException("the client failed: ${printable(it.message)}") })
-            } catch (e: PeerException) {
-                trySend(Failure(e.message ?: "bad hello"))
-                throw e
-            }
+            null
+        } catch (e: PeerException) {
+            e
         }
-        Handshake.mismatch(local, remote)?.let { printable(it) }?.let { sentence -> // it quotes the remote's plan and parameters
-            trySend(Failure(sentence))
-            throw PeerException(sentence)
+        val frame = try {
+            readFrame("hello", magic = true, max = FrameCodec.MAX_INTRO_FRAME).also { if (unsent != null) throw unsent }
+        } catch (e: PeerException) {
+            // Another version, another protocol, garbage: tell the peer, which may be an rdma-run.
+            if (e.cause !is IOException) trySend(Failure(e.message.orEmpty()))
+            throw e
         }
+        val remote = when (frame) {
+            is Intro -> frame
+            is Failure -> {
+                peerFailed = true
+                throw PeerException("$peerLabel refused the connection: ${printable(frame.message)}")
+            }
+            else -> throw PeerException("$peerLabel sent ${frameName(frame)} where its hello was due: it is not a compatible rdma-run")
+        }
+        Handshake.introMismatch(local, remote, peerLabel)?.let { reject(printable(it)) }
+        if (token == null) return
+        val key = token.key()
+        val (clientNonce, serverNonce) = if (local.role == Role.CLIENT) local.nonce to remote.nonce else remote.nonce to local.nonce
+        val mine = Handshake.proof(key, local.role, clientNonce, serverNonce, local.fingerprint)
+        val theirs = Handshake.proof(key, remote.role, clientNonce, serverNonce, local.fingerprint)
+        key.fill(0)
+        if (local.role == Role.CLIENT) send(Proof(mine))
+        val proof = when (val f = readFrame("token proof", max = FrameCodec.MAX_INTRO_FRAME)) {
+            is Proof -> f
+            is Failure -> {
+                peerFailed = true
+                throw PeerException("$peerLabel refused the connection: ${printable(f.message)}")
+            }
+            else -> throw PeerException("$peerLabel sent ${frameName(f)} where its token proof was due: it is not a compatible rdma-run")
+        }
+        if (!Handshake.proofMatches(theirs, proof.mac)) {
+            reject(if (local.role == Role.SERVER) "the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
+                else "$peerLabel does not know the token (its proof is wrong): it is not the peer this side expects, or the tokens differ")
+        }
+        if (local.role == Role.SERVER) send(Proof(mine))
+    }
+
+    /**
+     * Step 3: sends [local] and returns the remote's hello once it fits this side's
+     * ([Handshake.mismatch]) and every field is valid ([Handshake.validate] against [expected]).
+     * Both sides send at once: by now each knows the other is its peer.
+     */
+    fun exchangeHellos(local: Hello, expected: Handshake.Expected): Hello {
+        send(local)
+        val frame = readFrame("hello")
+        if (frame is Failure) {
+            peerFailed = true
+            throw PeerException("${peerLabel} failed: ${printable(frame.message)}")
+        }
+        val remote = frame as? Hello ?: throw PeerException("$peerLabel sent ${frameName(frame)} where its hello was due: it is not a compatible rdma-run")
+        // Both quote the remote's plan and parameters: escaped.
+        Handshake.mismatch(local, remote)?.let { reject(printable(it)) }
+        Handshake.validate(remote, expected, peerLabel)?.let { reject(printable(it)) }
         return remote
     }
 
-    private fun expectHello(frame: Frame): Hello =
-        frame as? Hello ?: throw PeerException("the ${peerRole.label} sent ${frameName(frame)} where its hello was due: it is not a compatible rdma-run")
+    /** Steps 1 to 3 in one call, without a token (tests; a [local] hello of either role). */
+    fun handshake(local: Hello, token: ControlToken? = null, expected: Handshake.Expected? = null): Hello {
+        authenticate(Intro(local.version, local.role, local.fingerprint, emptyMap(), Handshake.nonce(), token != null), token)
+        return exchangeHellos(local, expected ?: Handshake.Expected(local.qpCount, local.recvDepth,
+            local.qps.firstOrNull()?.buffer?.length ?: 0))
+    }
 
     /**
      * From now on a reader thread takes the frames: barriers and done frames go to [await],
@@ -132,13 +242,18 @@ internal class ControlConnection private constructor(
         reader = Thread.ofPlatform().daemon(true).name("rdma-run-control-reader").start {
             try {
                 while (!closing) {
+                    // Each frame within the timeout: a silent peer and one that drips are both lost.
+                    deadlineInput.expireIn(timeout.inWholeNanoseconds)
                     val frame = FrameCodec.read(input, "the ${peerRole.label}'s next frame")
                     when (frame) {
                         is Heartbeat -> {
                             onHeartbeat(frame)
                             continue
                         }
-                        is Failure -> throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
+                        is Failure -> {
+                            peerFailed = true
+                            throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
+                        }
                         else -> {
                             onFrame(frame)
                             inbox.trySend(frame)
@@ -150,8 +265,11 @@ internal class ControlConnection private constructor(
             } catch (e: PeerException) {
                 if (!closing) {
                     val lost = when (e.cause) {
-                        is SocketTimeoutException ->
+                        is SocketTimeoutException -> if (deadlineInput.bytesSinceDeadline > 0) {
+                            PeerException("the ${peerRole.label} sent its frames too slowly: no complete frame within $timeout", e)
+                        } else {
                             PeerException("the ${peerRole.label} sent nothing for $timeout (not even heartbeats): it hangs or the network is down", e)
+                        }
                         is java.io.EOFException ->
                             PeerException("the ${peerRole.label} closed the control connection in the middle of the scenario (it crashed or was killed)", e)
                         else -> e
@@ -222,6 +340,8 @@ internal class ControlConnection private constructor(
             is Barrier -> "barrier ${f.seq}"
             is Done -> if (f.phase == 1) "its end of scenario" else "its final frame"
             is Hello -> "a hello"
+            is Intro -> "an intro"
+            is Proof -> "a token proof"
             Ready -> "its ready signal"
             is Heartbeat -> "a heartbeat"
             is Failure -> "a failure report"
@@ -238,13 +358,118 @@ internal class ControlConnection private constructor(
             throw ScenarioException("cannot listen on TCP port ${peer.port}: ${e.message}", e)
         }
 
-        /** Accepts one client within the timeout. */
-        fun accept(listener: ServerSocket, timeout: Duration): ControlConnection = try {
-            ControlConnection(listener.accept(), timeout, Role.CLIENT)
-        } catch (e: SocketTimeoutException) {
-            throw PeerException("no client connected to TCP port ${listener.localPort} within $timeout", e)
-        } catch (e: IOException) {
-            throw PeerException("accepting the client on TCP port ${listener.localPort} failed: ${e.message}", e)
+        /** At most this many accepted connections are judged at once; a newer one closes the oldest. */
+        const val MAX_PENDING = 8
+
+        /** A client that passed steps 1 and 2 ([authenticate]), and when it connected. */
+        class Accepted(val connection: ControlConnection, val acceptedAt: Long)
+
+        /** How "the client at 10.0.0.2:41234" reads. */
+        private fun describe(address: java.net.SocketAddress?): String = when (address) {
+            is InetSocketAddress -> (address.address?.hostAddress ?: address.hostString) + ":" + address.port
+            else -> printable(address.toString(), 80)
+        }
+
+        /**
+         * Accepts connections on [listener] until one passes steps 1 and 2 of the handshake
+         * ([authenticate] with [local] and [token]), for at most [timeout]. Every other connection
+         * (a port scan, garbage, another scenario, the wrong token, one that drips) is a stray:
+         * closed and counted, never fatal. Each accepted connection is judged on its own thread
+         * under its own deadline (the timeout from its accept, at most the end of the wait), at
+         * most [MAX_PENDING] at once (a newer one closes the oldest), so no stray holds up the
+         * client. [note] gets one line, if strays were closed, when the client is found; when
+         * none is, the exception says how many were closed.
+         */
+        fun accept(listener: ServerSocket, timeout: Duration, local: Intro, token: ControlToken?,
+                   note: (String) -> Unit = {}): Accepted {
+            val end = System.nanoTime() + timeout.inWholeNanoseconds
+            val lock = Object()
+            val pending = ArrayDeque<ControlConnection>()
+            val threads = ArrayList<Thread>()
+            var chosen: Accepted? = null
+            var strays = 0
+            var lastStray: String? = null
+            val abandoned = HashSet<ControlConnection>()
+            val port = listener.localPort
+            fun stray(c: ControlConnection, why: String?) {
+                synchronized(lock) {
+                    strays++
+                    if (why != null) lastStray = why
+                }
+                c.close() // after counting: whoever sees it closed sees it counted
+            }
+            fun strayWords(): String = synchronized(lock) {
+                if (strays == 0) "" else "closed $strays stray connection${if (strays == 1) "" else "s"} that did not complete the hello" +
+                    (lastStray?.let { " (the last: ${printable(it)})" } ?: "")
+            }
+            try {
+                while (synchronized(lock) { chosen == null }) {
+                    val left = end - System.nanoTime()
+                    if (left <= 0) break
+                    // At most 100 ms per accept: a client found by a judging thread ends the loop.
+                    listener.soTimeout = ((left + 999_999) / 1_000_000).coerceIn(1, 100).toInt()
+                    val socket = try {
+                        listener.accept()
+                    } catch (_: SocketTimeoutException) {
+                        continue
+                    }
+                    val acceptedAt = System.nanoTime()
+                    val c = try {
+                        ControlConnection(socket, timeout, Role.CLIENT, "the client at ${describe(socket.remoteSocketAddress)}")
+                    } catch (e: IOException) {
+                        socket.close()
+                        synchronized(lock) { strays++ }
+                        continue
+                    }
+                    c.handshakeDeadline(minOf(acceptedAt + timeout.inWholeNanoseconds, end))
+                    val evicted = synchronized(lock) {
+                        pending.addLast(c)
+                        if (pending.size > MAX_PENDING) pending.removeFirst() else null
+                    }
+                    evicted?.let {
+                        synchronized(lock) { abandoned.add(it) }
+                        it.close() // its thread counts it
+                    }
+                    val t = Thread.ofPlatform().daemon(true).name("rdma-run-control-judge").unstarted {
+                        try {
+                            // A fresh nonce for each connection: a proof seen on one cannot be replayed on another.
+                            c.authenticate(local.copy(nonce = Handshake.nonce()), token)
+                            val won = synchronized(lock) {
+                                pending.remove(c)
+                                if (chosen == null) Accepted(c, acceptedAt).also { chosen = it } else null
+                            }
+                            if (won == null) {
+                                c.trySend(Failure("the server already has its client"))
+                                stray(c, "${c.peerLabel} came after the server had its client")
+                            }
+                        } catch (e: Exception) {
+                            val dropped = synchronized(lock) { pending.remove(c); c in abandoned }
+                            stray(c, if (dropped) "${c.peerLabel} was still in its hello when the server closed it" else e.message)
+                        }
+                    }
+                    synchronized(lock) {
+                        threads.removeIf { !it.isAlive } // a port scan must not pile up finished threads
+                        threads.add(t)
+                    }
+                    t.start()
+                }
+            } catch (e: IOException) {
+                throw PeerException("accepting the client on TCP port $port failed: ${e.message}", e)
+            } finally {
+                // The wait is over, one way or the other: the rest are strays (or the cancelled wait's).
+                // Past the end their own deadlines have passed too: let them say so before closing them.
+                if (System.nanoTime() - end >= 0) synchronized(lock) { threads.toList() }.forEach { it.join(200) }
+                val rest = synchronized(lock) { pending.toList().also { abandoned.addAll(it) } }
+                rest.forEach { it.close() }
+                threads.forEach { it.join(1000) }
+            }
+            val found = synchronized(lock) { chosen }
+            if (found == null) {
+                val words = strayWords()
+                throw PeerException("no client completed the hello on TCP port $port within $timeout" + if (words.isEmpty()) "" else "; $words")
+            }
+            strayWords().takeIf { it.isNotEmpty() }?.let { note("$it; ${found.connection.peerLabel} completed it") }
+            return found
         }
 
         /**
@@ -261,7 +486,8 @@ internal class ControlConnection private constructor(
                     val left = ((deadline - System.nanoTime()) / 1_000_000).coerceAtLeast(1)
                     // At most a second per attempt (a timed-out attempt is retried): keepTrying is checked in between.
                     socket.connect(InetSocketAddress(peer.host, peer.port), left.coerceAtMost(1000).toInt())
-                    return ControlConnection(socket, timeout, Role.SERVER)
+                    // The handshake's deadline starts now: connecting may have waited for a late server.
+                    return ControlConnection(socket, timeout, Role.SERVER, "the server at ${printable(peer.host, 80)}:${peer.port}")
                 } catch (e: UnknownHostException) {
                     socket.close()
                     throw ScenarioException("unknown host '${peer.host}'", e)
@@ -278,16 +504,5 @@ internal class ControlConnection private constructor(
 
         /** A connection over an already connected socket (tests; launchers that accept themselves). */
         fun over(socket: Socket, timeout: Duration, peerRole: Role): ControlConnection = ControlConnection(socket, timeout, peerRole)
-    }
-}
-
-/** Peer text made safe for a terminal: control characters (escape sequences among them) become \uXXXX. */
-internal fun printable(text: String): String = buildString(text.length) {
-    for (c in text) {
-        if (c.isISOControl() || c in '\u2028'..'\u2029' || c == '\u200e' || c == '\u200f' || c in '\u202a'..'\u202e') {
-            append("\\u%04x".format(c.code))
-        } else {
-            append(c)
-        }
     }
 }

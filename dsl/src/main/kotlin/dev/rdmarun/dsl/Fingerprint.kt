@@ -19,6 +19,16 @@ object Fingerprint {
         plan.sourceDigest?.let { add("script sha256=$it") }
     }
 
+    /**
+     * Digests of the plan's shared settings, parameters and script: what the intro carries so
+     * that a fingerprint mismatch names the part that differs without sending the plan itself.
+     */
+    fun sections(plan: ScenarioPlan): Map<String, String> {
+        val lines = canonicalLines(plan)
+        fun digest(prefix: String) = sha256(lines.filter { it.startsWith(prefix) }.joinToString("") { it + "\n" })
+        return linkedMapOf("settings" to digest("setting "), "parameters" to digest("parameter "), "script" to digest("script "))
+    }
+
     fun of(plan: ScenarioPlan): String = sha256(canonicalLines(plan).joinToString("") { it + "\n" })
 
     fun sha256(text: String): String =

@@ -12,7 +12,8 @@ import kotlinx.serialization.json.intOrNull
 import kotlinx.serialization.json.jsonPrimitive
 
 /**
- * The control connection's wire format: the 4-byte magic "RDRN" once, then frames, each a
+ * The control connection's wire format: the 4-byte magic "RDRN" once (each side writes it first
+ * thing, so even a failure report is framed), then frames, each a
  * 4-byte big-endian length and that many bytes of UTF-8 JSON ([Frame], named by "type"),
  * decoded strictly (no unknown keys, no lenient syntax). A frame is at most [MAX_FRAME] bytes,
  * so garbage cannot make a peer allocate gigabytes or wait for them.
@@ -20,6 +21,12 @@ import kotlinx.serialization.json.jsonPrimitive
 object FrameCodec {
     const val MAGIC = 0x5244524E // "RDRN"
     const val MAX_FRAME = 4 shl 20
+
+    /** The intro and the token proof are small: a stray that has not passed them gets no 4 MiB buffer. */
+    const val MAX_INTRO_FRAME = 16 shl 10
+
+    /** Frames whose version is judged before their fields: the first frame of a connection, and the hello. */
+    private val VERSIONED = setOf("hello", "endpoints")
 
     internal val json = Json {
         classDiscriminator = "type"
@@ -38,7 +45,7 @@ object FrameCodec {
         val text = bytes.toString(Charsets.UTF_8)
         try {
             val element = json.parseToJsonElement(text)
-            if (element is JsonObject && element["type"]?.jsonPrimitive?.content == "hello") {
+            if (element is JsonObject && element["type"]?.jsonPrimitive?.content in VERSIONED) {
                 val version = element["version"]?.jsonPrimitive?.intOrNull
                 if (version != Handshake.VERSION) {
                     throw PeerException("remote speaks control protocol version ${version ?: "(none)"}, this side ${Handshake.VERSION}: use the same rdma-run version on both sides")
@@ -78,11 +85,12 @@ object FrameCodec {
         }
     }
 
-    fun read(input: DataInputStream, waitingFor: String): Frame {
+    /** Reads one frame of at most [max] bytes, judging the length before anything is allocated. */
+    fun read(input: DataInputStream, waitingFor: String, max: Int = MAX_FRAME): Frame {
         val length = io(waitingFor) { input.readInt() }
-        if (length <= 0 || length > MAX_FRAME) {
+        if (length <= 0 || length > max) {
             throw PeerException("the peer sent a frame of $length bytes while this side waited for $waitingFor " +
-                "(frames are 1..$MAX_FRAME bytes): it is not a compatible rdma-run, or the stream is corrupt")
+                "(frames are 1..$max bytes): it is not a compatible rdma-run, or the stream is corrupt")
         }
         val bytes = ByteArray(length)
         io(waitingFor) { input.readFully(bytes) }

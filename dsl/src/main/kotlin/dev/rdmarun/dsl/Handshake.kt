@@ -30,11 +30,38 @@ data class QpInfo(
 sealed class Frame
 
 /**
- * The first frame each side sends. Both sides compare the two with [Handshake.mismatch], so a
- * mismatch fails on both peers with the same fact seen from each side.
+ * Step 1 of the handshake, the first frame each side sends: only what proves the two sides run
+ * the same scenario ([fingerprint], and digests of its [sections] to say which part differs),
+ * a fresh [nonce] for the token proofs and whether this side uses a [token]. Nothing an
+ * attacker could use (addresses, rkeys, QPNs, PSNs) is in it: those wait for step 3, the [Hello].
  */
 @Serializable
+// Named "hello" on the wire, as the first frame of every version was: a peer of an older version
+// judges its version first and says "remote speaks control protocol version 3".
 @SerialName("hello")
+data class Intro(
+    val version: Int,
+    val role: Role,
+    val fingerprint: String,
+    /** "settings", "parameters", "script": SHA-256 of those lines of the plan. */
+    val sections: Map<String, String>,
+    /** 32 random bytes as 64 hex digits. */
+    val nonce: String,
+    val token: Boolean,
+) : Frame()
+
+/** Step 2, when a token is set: HMAC-SHA256 of the transcript ([Handshake.proof]) as 64 hex digits. */
+@Serializable
+@SerialName("proof")
+data class Proof(val mac: String) : Frame()
+
+/**
+ * Step 3 of the handshake, sent only to a peer that passed steps 1 and 2 ([Intro], [Proof]):
+ * QP endpoints, buffers, rkeys. Both sides compare the two with [Handshake.mismatch] and check
+ * every field of the remote's with [Handshake.validate] before using any of it.
+ */
+@Serializable
+@SerialName("endpoints")
 data class Hello(
     val version: Int,
     val role: Role,
@@ -50,6 +77,11 @@ data class Hello(
     /** What this side's remoteAccess lets the peer do to its data buffers. */
     val access: Set<RemoteAccess> = emptySet(),
     val qps: List<QpInfo>,
+    /**
+     * The server's [dev.rdmarun.runtime.FabricKey] for this scenario (64 hex digits), which both
+     * sides give every QP's RTR; null in the client's hello.
+     */
+    val fabricKey: String? = null,
 ) : Frame()
 
 /** QPs are in RTS on the sending side. */
@@ -97,8 +129,129 @@ data class Heartbeat(
 data class Failure(val message: String) : Frame()
 
 object Handshake {
-    /** Version of the control protocol (frames and their fields). */
-    const val VERSION = 2
+    /** Version of the control protocol (frames and their fields); 3: the intro, the token proofs, the fabric key. */
+    const val VERSION = 3
+
+    /** Bytes of an [Intro.nonce]. */
+    const val NONCE_BYTES = 32
+
+    /** Bounds of the strings and lists a hello may carry. */
+    const val MAX_LIST = 1024
+    const val MAX_STRING = 4096
+
+    private val HEX64 = Regex("[0-9a-f]{64}")
+    private val HEX32 = Regex("[0-9a-f]{32}")
+    private val MTUS = setOf(256, 512, 1024, 2048, 4096)
+    private const val QP24 = 0xFFFFFF
+
+    /** A fresh nonce from SecureRandom. */
+    fun nonce(): String = java.util.HexFormat.of().formatHex(ByteArray(NONCE_BYTES).also { RANDOM.nextBytes(it) })
+
+    private val RANDOM = java.security.SecureRandom()
+
+    /**
+     * The token proof [sender] sends in step 2: HMAC-SHA256 keyed with the token over a
+     * domain-separated transcript (protocol, sender's role, both nonces, the fingerprint), so a
+     * proof is good for this connection and this direction only: a reflected or replayed one fails.
+     */
+    fun proof(token: ByteArray, sender: Role, clientNonce: String, serverNonce: String, fingerprint: String): String {
+        val mac = javax.crypto.Mac.getInstance("HmacSHA256")
+        mac.init(javax.crypto.spec.SecretKeySpec(token, "HmacSHA256"))
+        val transcript = "rdma-run control protocol $VERSION token proof\u0000${sender.label}\u0000$clientNonce\u0000$serverNonce\u0000$fingerprint"
+        return java.util.HexFormat.of().formatHex(mac.doFinal(transcript.toByteArray(Charsets.UTF_8)))
+    }
+
+    /** Constant-time comparison of a received proof with the expected one. */
+    fun proofMatches(expected: String, received: String): Boolean =
+        java.security.MessageDigest.isEqual(expected.toByteArray(Charsets.US_ASCII), received.toByteArray(Charsets.US_ASCII))
+
+    /**
+     * The first way the remote's intro does not fit this side's, as one sentence with the remote
+     * named [peer] ("the server at host:port"), or null when the two sides may go on.
+     */
+    fun introMismatch(local: Intro, remote: Intro, peer: String): String? {
+        if (remote.version != local.version) {
+            return "remote speaks control protocol version ${remote.version}, this side ${local.version}: use the same rdma-run version on both sides"
+        }
+        if (remote.role == local.role) {
+            return "both sides are ${local.role.label}s: one side must listen and the other connect"
+        }
+        if (!HEX64.matches(remote.nonce)) return "$peer sent an invalid intro: its nonce is not ${NONCE_BYTES * 2} hex digits"
+        if (remote.nonce == local.nonce) return "$peer sent this side's own nonce back: it replays this side's intro"
+        if (!HEX64.matches(remote.fingerprint)) return "$peer sent an invalid intro: its fingerprint is not 64 hex digits"
+        if (remote.sections.size > 8 || remote.sections.any { (k, v) -> k.length > 32 || v.length > 64 }) {
+            return "$peer sent an invalid intro: its plan sections are not digests"
+        }
+        if (remote.fingerprint != local.fingerprint) {
+            val differing = local.sections.keys.filter { remote.sections[it] != local.sections[it] }
+            val which = when {
+                differing.isEmpty() -> ""
+                else -> ": the ${differing.joinToString(" and ") { SECTION_WORDS[it] ?: it }} differ"
+            }
+            return "$peer runs a different scenario (plan ${remote.fingerprint.take(12)}, this side ${local.fingerprint.take(12)})$which"
+        }
+        if (local.token && !remote.token) {
+            return "this side has a token (--token or RDMA_RUN_TOKEN) but $peer has none: give both sides the same token"
+        }
+        if (!local.token && remote.token) {
+            return "$peer requires a token (--token or RDMA_RUN_TOKEN) and this side has none: give both sides the same token"
+        }
+        return null
+    }
+
+    private val SECTION_WORDS = mapOf("settings" to "shared settings", "parameters" to "--set parameters", "script" to "scripts")
+
+    /** The limits a remote hello is checked against ([validate]): this side's scenario. */
+    class Expected(val qpCount: Int, val recvDepth: Int, val dataBytes: Long, val creditBytes: Long = 8)
+
+    /**
+     * Checks every field of the remote's hello before anything uses it: counts match the plan,
+     * QPNs and PSNs are 24-bit, LIDs 16-bit, GIDs 16 bytes, MTUs valid, buffer lengths exactly
+     * this scenario's (so never negative nor larger than what was registered), address plus
+     * length does not overflow, strings and lists are bounded, the fabric key (server only) has
+     * its length. Returns the first problem as one sentence naming the field, or null.
+     */
+    fun validate(remote: Hello, expected: Expected, peer: String): String? {
+        fun bad(field: String, problem: String) = "$peer sent an invalid hello: $field $problem"
+        if (remote.qpCount != expected.qpCount) return bad("qpCount", "is ${remote.qpCount}, not the ${expected.qpCount} of this scenario")
+        if (remote.qps.size != expected.qpCount) return bad("qps", "lists ${remote.qps.size} QP endpoints, not ${expected.qpCount}")
+        if (remote.recvDepth != expected.recvDepth) return bad("recvDepth", "is ${remote.recvDepth}, not the ${expected.recvDepth} of this scenario")
+        if (remote.maxDestRdAtomic !in 0..255) return bad("maxDestRdAtomic", "is ${remote.maxDestRdAtomic}, outside 0..255")
+        if (!HEX64.matches(remote.fingerprint)) return bad("fingerprint", "is not 64 hex digits")
+        if (remote.parameters.size > MAX_LIST) return bad("parameters", "has ${remote.parameters.size} entries, more than $MAX_LIST")
+        if (remote.parameters.any { (k, v) -> k.length > MAX_STRING || v.length > MAX_STRING }) {
+            return bad("parameters", "has a name or value longer than $MAX_STRING characters")
+        }
+        if (remote.plan.size > MAX_LIST) return bad("plan", "has ${remote.plan.size} lines, more than $MAX_LIST")
+        if (remote.plan.any { it.length > MAX_STRING }) return bad("plan", "has a line longer than $MAX_STRING characters")
+        for ((i, q) in remote.qps.withIndex()) {
+            val at = "qps[$i]"
+            if (q.qpn !in 1..QP24) return bad("$at.qpn", "is ${q.qpn}, not a 24-bit QP number")
+            if (q.psn !in 0..QP24) return bad("$at.psn", "is ${q.psn}, not a 24-bit PSN")
+            if (q.lid !in 0..0xFFFF) return bad("$at.lid", "is ${q.lid}, not a 16-bit LID")
+            if (!HEX32.matches(q.gid)) return bad("$at.gid", "'${printable(q.gid, 40)}' is not 16 bytes in 32 hex digits")
+            if (q.mtu !in MTUS) return bad("$at.mtu", "is ${q.mtu}, not 256, 512, 1024, 2048 or 4096")
+            region(q.buffer, expected.dataBytes)?.let { return bad("$at.buffer", it) }
+            region(q.credit, expected.creditBytes)?.let { return bad("$at.credit", it) }
+        }
+        if (remote.role == Role.SERVER) {
+            val key = remote.fabricKey ?: return bad("fabricKey", "is missing (the server chooses one for each scenario)")
+            if (!HEX64.matches(key) || key.length != dev.rdmarun.runtime.FabricKey.LENGTH * 2) {
+                return bad("fabricKey", "is not ${dev.rdmarun.runtime.FabricKey.LENGTH} bytes in ${dev.rdmarun.runtime.FabricKey.LENGTH * 2} hex digits")
+            }
+        } else if (remote.fabricKey != null) {
+            return bad("fabricKey", "is set, but only the server chooses it")
+        }
+        return null
+    }
+
+    private fun region(b: BufferInfo, bytes: Long): String? = when {
+        b.length != bytes -> "length is ${b.length}, not the $bytes bytes this scenario registers"
+        // An unsigned 64-bit address: addr + length must not wrap around.
+        java.lang.Long.compareUnsigned(b.addr, -1L - b.length) > 0 ->
+            "address 0x${java.lang.Long.toHexString(b.addr)} plus length ${b.length} overflows 64 bits"
+        else -> null
+    }
 
     /**
      * The first way the remote's hello does not fit this side's, as one sentence seen from this

@@ -27,6 +27,8 @@ data class LiveTotals(
 class ScenarioMonitor(
     /** Called once per scenario when connect(peer) finished (on the scenario's thread: keep it short). */
     private val onRunning: (() -> Unit)? = null,
+    /** A line about the connection worth telling the user (stray connections the server closed), already escaped. */
+    private val onNote: ((String) -> Unit)? = null,
 ) {
     @Volatile
     private var counters: List<QpStats> = emptyList()
@@ -71,6 +73,10 @@ class ScenarioMonitor(
 
     internal fun detach(job: Job) {
         if (this.job === job) this.job = null
+    }
+
+    internal fun note(line: String) {
+        onNote?.invoke(line) ?: System.err.println("rdma-run: $line")
     }
 
     internal fun running(perQp: List<QpStats>) {

@@ -23,12 +23,20 @@ data class RdmaOptions(
      * scripts are told so before anything runs. Null: only settings and parameters are compared.
      */
     val scenarioSource: String? = null,
+    /**
+     * The control connection's shared secret (see [ControlToken]): both sides must give the same
+     * one, or both none. A launcher passes `--token` / `RDMA_RUN_TOKEN`.
+     */
+    val token: ControlToken? = null,
 ) {
     /** These parameters instead (for Java, which has no copy with named arguments). */
     fun withParameters(parameters: Map<String, String>) = copy(parameters = parameters)
 
     /** This peer instead. */
     fun withPeer(peer: Peer?) = copy(peer = peer)
+
+    /** This control-connection token instead ([ControlToken.of]; null: none). */
+    fun withToken(token: String?) = copy(token = token?.let { ControlToken.of(it) })
 }
 
 /**

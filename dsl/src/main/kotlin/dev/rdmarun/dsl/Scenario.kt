@@ -152,7 +152,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         connectedRole = plan.role
         options.onPlan?.invoke(plan)
         if (checkOnly) throw CheckStop
-        val s = Session(plan, polling, options.monitor)
+        val s = Session(plan, polling, options.monitor, options.token)
         session = s
         s.runJob = currentCoroutineContext().job
         s.connect()

@@ -5,6 +5,7 @@ import dev.rdmarun.runtime.CompletionChannel
 import dev.rdmarun.runtime.CompletionQueue
 import dev.rdmarun.runtime.Context
 import dev.rdmarun.runtime.DeviceList
+import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
 import dev.rdmarun.runtime.MemoryRegion
 import dev.rdmarun.runtime.Mtu
@@ -42,8 +43,11 @@ import kotlinx.coroutines.withContext
  * control connection, the deadlines of every wait, the end-of-run handshake and teardown.
  *
  * [connect] (the script's `connect(peer)`): bind the TCP port (server), open and check the device,
- * create PD, CQs, MRs (with the declared access flags) and QPs (to INIT), post every receive,
- * exchange hellos, RTR/RTS, "ready" both ways. [finish] (the block returned): wait for this side's
+ * create PD, CQs, MRs (with the declared access flags) and QPs (to INIT) and read their endpoints
+ * (so a bad device, port or GID index fails before a peer is waited for), post every receive,
+ * then the handshake ([ControlConnection]: intro, token proofs, hellos; the server keeps accepting
+ * until a connection passes the first two), RTR/RTS with the server's [FabricKey], "ready" both
+ * ways, all under one deadline, the timeout. [finish] (the block returned): wait for this side's
  * work to complete; "done 1" both ways (from now on arrivals are only counted); stop credit
  * updates; "done 2" both ways. [tearDown], on success, failure or cancellation alike: QPs to ERR,
  * let the dispatcher drain the flushed completions, then close the QPs, MRs, CQs, channel, PD and
@@ -55,6 +59,8 @@ internal class Session(
     private val plan: ScenarioPlan,
     private val polling: PollingDispatcher,
     private val monitor: ScenarioMonitor?,
+    /** The control connection's shared secret, or null (see [ControlToken]). */
+    private val token: ControlToken? = null,
 ) : PollingDispatcher.Agent {
     val settings = plan.settings
     val role = plan.role
@@ -79,6 +85,12 @@ internal class Session(
         private set
     private var gidIndex = 0
     private val psns = IntArray(settings.qps)
+
+    /** Each QP's half of the exchange, read at setup: a bad GID index fails before any peer is waited for. */
+    private val endpoints = ArrayList<QpEndpoint>()
+
+    /** The soft0 connection secret of this scenario: the server's choice, learnt by the client from its hello. */
+    private var fabricKey: FabricKey? = null
     private var localMtu = Mtu.MTU_1024
     private var barrierSeq = 0
     private var startNanos = 0L
@@ -149,19 +161,28 @@ internal class Session(
                 polling.addAgent(this@Session)
                 drivers.forEach { it.engine.postInitialReceives() } // before the peer can send
                 val remote = withContext(Dispatchers.IO) {
+                    val intro = Intro(Handshake.VERSION, role, plan.fingerprint, Fingerprint.sections(plan), Handshake.nonce(), token != null)
                     val c = when (val peer = plan.peer) {
-                        is Peer.Listen -> ControlConnection.accept(listener!!, settings.timeout).also {
+                        is Peer.Listen -> {
+                            val accepted = ControlConnection.accept(listener!!, settings.timeout, intro, token) { note(it) }
                             listener?.close()
                             listener = null
+                            control = accepted.connection
+                            // The client's own deadline, from its accept, for the rest of its handshake.
+                            accepted.connection.handshakeDeadline(accepted.acceptedAt + timeoutNanos)
+                            accepted.connection
                         }
-                        is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }
+                        is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }.also {
+                            control = it
+                            it.authenticate(intro, token)
+                        }
                     }
-                    control = c
                     coroutine.ensureActive() // likewise for the connection
-                    val remote = c.handshake(hello())
+                    val remote = c.exchangeHellos(hello(), Handshake.Expected(settings.qps, settings.recvDepth, settings.dataBytes))
+                    if (role == Role.CLIENT) fabricKey = FabricKey.of(java.util.HexFormat.of().parseHex(remote.fabricKey!!))
                     connectQps(remote)
                     c.send(Ready)
-                    val ready = c.receive("$peerLabel's ready signal")
+                    val ready = c.receive("ready signal")
                     if (ready != Ready) throw PeerException("$peerLabel sent something else than its ready signal: it is not a compatible rdma-run")
                     remote
                 }
@@ -185,6 +206,12 @@ internal class Session(
                 unblocker.cancel()
             }
         }
+    }
+
+    /** A line about the control connection for the launcher (stray connections), escaped; stderr without a monitor. */
+    private fun note(line: String) {
+        val text = printable(line, 2 * MAX_PEER_TEXT)
+        if (monitor != null) monitor.note(text) else System.err.println("rdma-run: ${role.label}: $text")
     }
 
     /** Wakes setup calls blocked on the sockets (see [connect]); teardown closes them again, harmlessly. */
@@ -222,6 +249,7 @@ internal class Session(
         }
         val credits = protection.registerMemory(s.qps * 8L, EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_WRITE)).also { creditMr = it }
         gidIndex = s.gidIndex ?: ctx.defaultGid(s.port).index()
+        ctx.gid(s.port, gidIndex) // a GID index that does not exist fails here, before a server waits for its client
         localMtu = ctx.queryPort(s.port).activeMtu()
         val random = SecureRandom()
         for (i in 0 until s.qps) {
@@ -234,17 +262,15 @@ internal class Session(
             queuePairs.add(qp)
             qp.modifyToInit(s.port, plan.qpAccess)
             psns[i] = random.nextInt(1 shl 24)
+            endpoints.add(qp.localEndpoint(s.port, gidIndex, psns[i]))
             val e = QpEngine(i, qp, data, recv, credits, engine, polling)
             drivers.add(QpDriver(this, e))
         }
     }
 
     private fun hello(): Hello {
-        val ctx = context!!
-        val gid = ctx.gid(settings.port, gidIndex).gid()
-        // The LID a peer reaches this side with through this GID (soft0: its listener's port there).
-        val lid = drivers.first().engine.queuePair().localEndpoint(settings.port, gidIndex, 0).lid()
         val credits = creditMr!!
+        if (role == Role.SERVER) fabricKey = FabricKey.random()
         return Hello(
             version = Handshake.VERSION,
             role = role,
@@ -255,14 +281,16 @@ internal class Session(
             parameters = plan.parameters,
             plan = plan.canonicalLines(),
             access = settings.remoteAccess,
+            fabricKey = fabricKey?.toHex(),
             qps = drivers.map { d ->
                 val data = d.engine.dataRegion()
+                val e = endpoints[d.index]
                 QpInfo(
-                    qpn = d.engine.queuePair().qpNum(),
-                    psn = psns[d.index],
-                    lid = lid,
-                    gid = gid.toHex(),
-                    mtu = localMtu.bytes(),
+                    qpn = e.qpn(),
+                    psn = e.psn(),
+                    lid = e.lid(),
+                    gid = e.gid().toHex(),
+                    mtu = e.mtu().bytes(),
                     buffer = BufferInfo(data.address(), data.rkey(), data.length()),
                     credit = BufferInfo(credits.address() + d.index * 8L, credits.rkey(), 8),
                 )
@@ -281,14 +309,10 @@ internal class Session(
             } catch (e: IllegalArgumentException) {
                 throw PeerException("$peerLabel sent an invalid endpoint for QP ${d.index}: ${printable(e.message.orEmpty())}", e)
             }
-            if (r.buffer.length != settings.dataBytes || r.credit.length != 8L) {
-                throw PeerException("$peerLabel's QP ${d.index} offers a ${r.buffer.length}-byte data region and a ${r.credit.length}-byte " +
-                    "credit word, not ${settings.dataBytes} and 8: it is not a compatible rdma-run")
-            }
             var mtu = Mtu.min(localMtu, endpoint.mtu())
             if (cap != null) mtu = Mtu.min(mtu, cap)
             val qp = d.engine.queuePair()
-            qp.modifyToRtr(RtrAttributes.of(endpoint, settings.port, gidIndex, mtu).withMaxDestRdAtomic(incoming))
+            qp.modifyToRtr(RtrAttributes.of(endpoint, settings.port, gidIndex, mtu).withMaxDestRdAtomic(incoming).withFabricKey(fabricKey))
             qp.modifyToRts(RtsAttributes.of(psns[d.index])
                 .withRnrRetry(settings.rnrRetry)
                 .withRetry(settings.retryTimeout, settings.retryCount)

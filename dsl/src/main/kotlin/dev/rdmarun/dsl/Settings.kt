@@ -85,7 +85,13 @@ data class ScenarioSettings(
     val completionMode: CompletionMode = CompletionMode.BUSY,
     /** What the peer may do to this side's data buffers; registered exactly so. */
     val remoteAccess: Set<RemoteAccess> = emptySet(),
-    /** Bound on every wait: accepting/connecting, the handshake, and any wait during which the peer makes no progress. */
+    /**
+     * Bound on every wait: accepting (a server keeps accepting, closing stray connections, until a
+     * client passes the handshake's first steps within it) or connecting (retried within it); the
+     * whole handshake, under one deadline of this length from the connection on (not per read: a
+     * peer that drips bytes is cut off); each control frame while the scenario runs; and any wait
+     * during which the peer makes no progress.
+     */
     val timeout: Duration = 30.seconds,
 ) {
     /** Bytes of one QP's data region. */

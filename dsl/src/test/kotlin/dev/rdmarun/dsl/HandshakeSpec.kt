@@ -43,7 +43,11 @@ class HandshakeSpec : FunSpec({
         plan = plan,
         access = access,
         qps = List(qps) { QpInfo(0x11 + it, 0x1234 + it, 0, gid, 1024, BufferInfo(0x7f00_0000_1000L + it * 4096L, 0x100 + it, 4096), BufferInfo(0x7f00_0010_0000L, 7, 8)) },
+        fabricKey = if (role == Role.SERVER) "ab".repeat(32) else null,
     )
+
+    /** The step-1 frame a raw test peer sends for [h]. */
+    fun introFor(h: Hello, token: Boolean = false) = Intro(h.version, h.role, h.fingerprint, emptyMap(), Handshake.nonce(), token)
 
     /** Two connected sockets over 127.0.0.1: (server side, client side). */
     fun connectedPair(): Pair<Socket, Socket> = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { listener ->
@@ -190,16 +194,21 @@ class HandshakeSpec : FunSpec({
         test("the rejecting side also sends a failure frame before closing") {
             val (s, c) = connectedPair()
             val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER, qps = 4)) } }, {
-                // A raw client: hello with 2 QPs, then read what the server answers.
+                // A raw client: intro, hello with 2 QPs, then read what the server answers until it closes.
                 val out = DataOutputStream(c.getOutputStream())
                 val input = DataInputStream(c.getInputStream())
                 FrameCodec.writeMagic(out)
-                FrameCodec.write(out, hello(Role.CLIENT, qps = 2))
+                FrameCodec.write(out, introFor(hello(Role.CLIENT, qps = 2)))
                 FrameCodec.readMagic(input, "magic")
-                listOf(FrameCodec.read(input, "hello"), FrameCodec.read(input, "failure")).also { c.close() }
+                val intro = FrameCodec.read(input, "intro")
+                FrameCodec.write(out, hello(Role.CLIENT, qps = 2))
+                val frames = generateSequence { runCatching { FrameCodec.read(input, "more") }.getOrNull() }.toList()
+                c.close()
+                listOf(intro::class) + frames
             })
             atServer.exceptionOrNull()!!.message shouldBe "remote has 2 QPs, this side 4"
-            atClient.getOrThrow() shouldBe listOf(hello(Role.SERVER, qps = 4), Failure("remote has 2 QPs, this side 4"))
+            // One failure report, framed after the magic, after the server's hello.
+            atClient.getOrThrow() shouldBe listOf(Intro::class, hello(Role.SERVER, qps = 4), Failure("remote has 2 QPs, this side 4"))
         }
 
         test("a peer of another protocol version fails on both sides") {
@@ -209,18 +218,23 @@ class HandshakeSpec : FunSpec({
                 val out = DataOutputStream(c.getOutputStream())
                 val input = DataInputStream(c.getInputStream())
                 FrameCodec.writeMagic(out)
-                val newer = FrameCodec.encode(hello(Role.CLIENT)).toString(Charsets.UTF_8)
-                    .replace("\"version\":$v", "\"version\":${v + 1}").toByteArray()
+                val mine = introFor(hello(Role.CLIENT)).copy(version = v + 1)
+                val newer = FrameCodec.encode(mine).toString(Charsets.UTF_8).toByteArray()
                 out.writeInt(newer.size)
                 out.write(newer)
                 out.flush()
                 FrameCodec.readMagic(input, "magic")
-                val answer = FrameCodec.read(input, "hello")
-                // What a newer peer would do with this side's hello:
-                Handshake.mismatch(hello(Role.CLIENT).copy(version = v + 1), answer as Hello).also { c.close() }
+                val answer = FrameCodec.read(input, "intro") as Intro
+                val failure = FrameCodec.read(input, "failure")
+                val more = runCatching { FrameCodec.read(input, "more") }
+                // What a newer peer would do with this side's intro:
+                Triple(Handshake.introMismatch(mine, answer, "the server"), failure, more.isFailure).also { c.close() }
             })
-            atServer.exceptionOrNull()!!.message shouldBe "remote speaks control protocol version ${v + 1}, this side $v: use the same rdma-run version on both sides"
-            atClient.getOrThrow() shouldBe "remote speaks control protocol version $v, this side ${v + 1}: use the same rdma-run version on both sides"
+            val sentence = "remote speaks control protocol version ${v + 1}, this side $v: use the same rdma-run version on both sides"
+            atServer.exceptionOrNull()!!.message shouldBe sentence
+            // The newer peer sees the mismatch itself, and gets the server's sentence once.
+            atClient.getOrThrow() shouldBe Triple("remote speaks control protocol version $v, this side ${v + 1}: use the same rdma-run version on both sides",
+                Failure(sentence), true)
         }
 
         test("garbage instead of the magic is named as such") {
@@ -249,7 +263,7 @@ class HandshakeSpec : FunSpec({
         test("a silent peer times out") {
             val (s, c) = connectedPair()
             val e = shouldThrow<PeerException> { server(s, timeout = 200.milliseconds).use { it.handshake(hello(Role.SERVER)) } }
-            e.message shouldBe "no answer from the peer while this side waited for the client's hello (the timeout passed)"
+            e.message shouldBe "no answer from the client within 200ms while this side waited for its hello"
             c.close()
         }
 
@@ -261,13 +275,15 @@ class HandshakeSpec : FunSpec({
                 FrameCodec.writeMagic(out)
                 FrameCodec.write(out, Failure("\u001b[2Jboom"))
                 FrameCodec.readMagic(input, "magic")
-                listOf(FrameCodec.read(input, "hello"), FrameCodec.read(input, "failure")).also { c.close() }
+                val frames = generateSequence { runCatching { FrameCodec.read(input, "more") }.getOrNull() }.toList()
+                c.close()
+                frames.map { it::class }
             })
             val e = atServer.exceptionOrNull()!!.shouldBeInstanceOf<PeerException>()
-            e.message shouldBe "the client failed: \\u001b[2Jboom"
+            e.message shouldBe "the client refused the connection: \\u001b[2Jboom"
             e.message!!.none { it.isISOControl() } shouldBe true
-            // The server still answered with its hello, then told the client why it stops.
-            atClient.getOrThrow() shouldBe listOf(hello(Role.SERVER), Failure("the client failed: \\u001b[2Jboom"))
+            // The server sent its intro only (no hello), and no failure back to a peer that failed.
+            atClient.getOrThrow() shouldBe listOf(Intro::class)
         }
 
         test("a failure frame instead of the server's hello reaches the client's exception escaped") {
@@ -281,9 +297,9 @@ class HandshakeSpec : FunSpec({
                 FrameCodec.write(out, Failure("\u001b]0;owned\u0007 \u202eevil\nline"))
                 h
             }, { client(c).use { it.handshake(hello(Role.CLIENT)) } })
-            atServer.getOrThrow() shouldBe hello(Role.CLIENT)
+            atServer.getOrThrow().shouldBeInstanceOf<Intro>()
             val e = atClient.exceptionOrNull()!!.shouldBeInstanceOf<PeerException>()
-            e.message shouldBe "the server failed: \\u001b]0;owned\\u0007 \\u202eevil\\u000aline"
+            e.message shouldBe "the server refused the connection: \\u001b]0;owned\\u0007 \\u202eevil\\u000aline"
             s.close()
         }
 

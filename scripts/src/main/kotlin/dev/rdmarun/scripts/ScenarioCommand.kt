@@ -22,6 +22,7 @@ import dev.rdmarun.dsl.Role
 import dev.rdmarun.dsl.ScenarioMonitor
 import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.dsl.SettingsOverrides
+import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.dsl.describeFailure
 import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.runtime.soft.SoftDevice
@@ -47,6 +48,11 @@ import kotlinx.serialization.json.JsonObject
  * `rdma { }`: the peer (`--listen` makes this side the server, `--peer` the client, `--loopback`
  * runs both in this JVM), local device choices, `--set` parameters and `--timeout`. Prints each
  * scenario's results table, a live progress line on a terminal, and with `--json` the numbers.
+ *
+ * `--token TEXT` (default: `$RDMA_RUN_TOKEN`) is the control connection's shared secret: each
+ * side proves it knows it (HMAC-SHA256 over fresh nonces) before the other sends its QPs, buffers
+ * and rkeys; a server started with `--listen` ignores (closes and counts) connections that fail
+ * the handshake and keeps waiting for its client until the timeout. The token is never printed.
  *
  * Exit status: 0 success; 1 the run failed (cause and hint on stderr); 2 the script does not
  * compile (`file:line:col: error: ...` lines); 130 Ctrl-C, after the scenario was torn down;
@@ -93,6 +99,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Bound on control-path waits: connecting, the handshake, a silent peer (e.g. 30s, 2m, 500ms; default: the scenario's, else 30s)")
         .convert { text -> usage { parseTimeout(text) } }
+    private val token by option("--token", metavar = "TEXT", envvar = TOKEN_ENV,
+        help = "Shared secret of the control connection: each side proves it knows it before the other sends its QPs, " +
+            "buffers and rkeys; both sides must give the same one (default: \$$TOKEN_ENV, else none)")
+        .convert { text -> usage { ControlToken.of(text) } }
     private val check by option("--check",
         help = "Only compile the script and run it up to connect(peer): validate the settings and print what connect would create; touches no device")
         .flag()
@@ -116,6 +126,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             parameters = parameters.toMap(),
             overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
             scenarioSource = script.readText(), // both peers must run the same script: its digest is in the fingerprint
+            token = token,
         )
         val given = mode
         val withPeer = options.copy(peer = (given as? Mode.Side)?.peer)
@@ -246,9 +257,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     }
 
     /** A monitor that says when its side's QPs are connected (a waiting server is otherwise silent). */
-    private fun runningNote(label: String?) = ScenarioMonitor(onRunning = {
-        say("rdma-run ${script.name}: ${label?.let { "$it: " } ?: ""}connected, running the scenario", err = true)
-    })
+    private fun runningNote(label: String?) = ScenarioMonitor(
+        onRunning = { say("rdma-run ${script.name}: ${label?.let { "$it: " } ?: ""}connected, running the scenario", err = true) },
+        // Stray connections a server closed: escaped by the session already.
+        onNote = { say("rdma-run ${script.name}: ${label?.let { "$it: " } ?: ""}$it", err = true) },
+    )
 
     /** Runs [block] with a live progress line under it when stdout is a terminal. */
     private fun <T> withProgress(sides: List<Pair<String, ScenarioMonitor>>, block: () -> T): T {
@@ -285,6 +298,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     companion object {
         const val NAME = "run"
+
+        /** The environment variable `--token` defaults to (a token on a command line is visible in `ps`). */
+        const val TOKEN_ENV = "RDMA_RUN_TOKEN"
 
         private val JSON = Json { prettyPrint = true }
         private val PARAMETER_NAME = Regex("[A-Za-z_][A-Za-z0-9_.-]*")

@@ -32,6 +32,8 @@ class ScenarioCommandSpec : FunSpec({
 
     fun script(name: String, text: String) = File(dir, name).apply { writeText(text) }
     fun run(vararg args: String): CliktCommandTestResult = rdmaRun(cache).test(withImplicitRun(arrayOf(*args)).toList())
+    fun runWith(env: Map<String, String>, vararg args: String): CliktCommandTestResult =
+        rdmaRun(cache).test(withImplicitRun(arrayOf(*args)).toList(), envvars = env)
 
     /** stderr without the note a first compile of a script prints. */
     fun errors(result: CliktCommandTestResult) = result.stderr.lines().filterNot { it.startsWith("rdma-run: compiling ") }.joinToString("\n").trim()
@@ -217,12 +219,57 @@ class ScenarioCommandSpec : FunSpec({
         val port = java.net.ServerSocket(0).use { it.localPort }
         val a = script("a.main.kts", "rdma { connect(peer); barrier() }\n")
         val b = script("b.main.kts", "rdma { connect(peer); barrier() } // another script\n")
-        val server = Thread.ofPlatform().start { run(a.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "20s") }
+        // Compiled first (into the cache), so that the server's short wait is not spent compiling the client's script.
+        run(a.path, "--check").statusCode shouldBe 0
+        run(b.path, "--check").statusCode shouldBe 0
+        var atServer: CliktCommandTestResult? = null
+        val server = Thread.ofPlatform().start { atServer = run(a.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "5s") }
         val client = run(b.path, "--peer", "127.0.0.1:$port", "-d", SOFT0, "--timeout", "20s")
         server.join()
         client.statusCode shouldBe 1
-        client.stderr shouldContain "remote runs a different scenario"
-        client.stderr shouldContain "script sha256="
+        client.stderr shouldContain "the server at 127.0.0.1:$port runs a different scenario (plan "
+        client.stderr shouldContain "): the scripts differ"
+        // The server took the client for a stray: it kept waiting, then said so.
+        atServer!!.statusCode shouldBe 1
+        atServer!!.stderr shouldContain "no client completed the hello on TCP port $port within 5s; closed 1 stray connection that did not complete the hello " +
+            "(the last: the client at 127.0.0.1:"
+    }
+
+    test("a bad -g on the server is reported at once, before any client connects") {
+        val port = ServerSocket(0).use { it.localPort }
+        val result = run(parameterized.path, "--listen", port.toString(), "-d", SOFT0, "-g", "200", "--timeout", "60s")
+        result.statusCode shouldBe 1
+        errors(result).lines().first() shouldStartWith "rdma-run params.main.kts: GID index 200 of $SOFT0 port 1 is empty"
+        result.stderr shouldNotContain "no client"
+    }
+
+    test("--token and RDMA_RUN_TOKEN: the same token on both sides runs; a different one is refused; it is never printed") {
+        val port = ServerSocket(0).use { it.localPort }
+        run(parameterized.path, "--check").statusCode shouldBe 0
+        var atServer: CliktCommandTestResult? = null
+        val server = Thread.ofPlatform().start {
+            atServer = runWith(mapOf(ScenarioCommand.TOKEN_ENV to "t0ken-one"), parameterized.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "20s")
+        }
+        val client = run(parameterized.path, "--peer", "127.0.0.1:$port", "-d", SOFT0, "--timeout", "20s", "--token", "t0ken-one")
+        server.join()
+        withClue("token", client) { client.statusCode shouldBe 0 }
+        atServer!!.statusCode shouldBe 0
+
+        val other = ServerSocket(0).use { it.localPort }
+        var refusing: CliktCommandTestResult? = null
+        val server2 = Thread.ofPlatform().start {
+            refusing = run(parameterized.path, "--listen", other.toString(), "-d", SOFT0, "--timeout", "5s", "--token", "t0ken-one")
+        }
+        val wrong = runWith(mapOf(ScenarioCommand.TOKEN_ENV to "t0ken-two"), parameterized.path, "--peer", "127.0.0.1:$other", "-d", SOFT0, "--timeout", "20s")
+        server2.join()
+        wrong.statusCode shouldBe 1
+        errors(wrong) shouldBe "rdma-run params.main.kts: the server at 127.0.0.1:$other refused the connection: " +
+            "the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
+        refusing!!.statusCode shouldBe 1
+        refusing!!.stderr shouldContain "closed 1 stray connection that did not complete the hello (the last: the tokens differ"
+        for (r in listOf(client, atServer!!, wrong, refusing!!)) {
+            (r.stdout + r.stderr) shouldNotContain "t0ken"
+        }
     }
 
     // The launcher on the software provider: every sample, both peers in this JVM, data checked by the samples.
