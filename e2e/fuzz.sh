@@ -77,7 +77,8 @@ for t in "${TARGETS[@]}"; do
     echo "FAIL $name: did not run (mvn exit status $mvn_rc; see $log)"
     failed=$((failed + 1))
   elif [ "$(attr failures "$report")" != 0 ] || [ "$(attr errors "$report")" != 0 ]; then
-    what=$(grep -m1 '^== Java Exception:\|^== libFuzzer crashing input ==\|^==[0-9]*== ERROR: libFuzzer' <<<"$section")
+    what=$(grep -m1 -o 'FuzzTestFindingException: .*' <<<"$section" | sed 's/^FuzzTestFindingException: //')
+    [ -n "$what" ] || what=$(grep -m1 '^== Java Exception:\|^==[0-9]*== ERROR: libFuzzer' <<<"$section")
     input=$(sed -n 's/.*Test unit written to \(.*\)/\1/p' <<<"$section" | head -1)
     echo "FAIL $name: $figures: finding ${what:-(see $report)}${input:+; input: $input}"
     failed=$((failed + 1))
