@@ -1,6 +1,7 @@
 package dev.rdmarun.runtime.soft;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.code_intelligence.jazzer.junit.FuzzTest;
@@ -54,6 +55,15 @@ class TcpTransportFuzzTest {
             assertArrayEquals(consumed, out.toByteArray());
             offset += out.size();
         }
+    }
+
+    /** A frame just over half of max_msg_sz after a smaller one: the buffer grows to the frame, not to twice the old one. */
+    @Test
+    void payloadBufferNeverGrowsPastMaxMessage() {
+        Packet p = new Packet(POOL);
+        p.ensureCapacity(9 << 20);
+        p.ensureCapacity(10 << 20);
+        assertEquals(SoftContext.MAX_MESSAGE, p.data.length);
     }
 
     /** Rewrites the generated seeds; run with -Drdmarun.fuzz.writeSeeds=true after changing the wire format. */
