@@ -63,8 +63,9 @@ final class Packet {
         replyLink = via = null;
     }
 
+    /** Grows the payload buffer to at least n bytes, doubling but never past max_msg_sz (a peer's frame sets n). */
     void ensureCapacity(int n) {
-        if (data.length < n) data = new byte[Math.max(n, data.length * 2)];
+        if (data.length < n) data = new byte[(int) Math.max(n, Math.min(data.length * 2L, SoftContext.MAX_MESSAGE))];
     }
 
     /** Copies [offset, offset+n) of memory into the payload. */
