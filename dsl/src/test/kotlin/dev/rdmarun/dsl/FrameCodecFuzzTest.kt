@@ -14,8 +14,9 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty
 /**
  * The control connection's decoder against whatever a peer may send, as the handshake meets it:
  * [FrameCodec.read] returns a frame or throws a [PeerException] whose sentence shows no raw
- * control characters, and nothing else; a hello it returns is then judged by
- * [Handshake.mismatch], which answers without throwing. The frame buffer is at most
+ * control characters, and nothing else; an intro it returns is then judged by
+ * [Handshake.introMismatch], and a hello by [Handshake.validate] and [Handshake.mismatch], which
+ * answer without throwing. The frame buffer is at most
  * [FrameCodec.MAX_FRAME] bytes: read checks the length before it allocates. In a normal build this
  * runs the seed corpus in FrameCodecFuzzTestInputs/; e2e/fuzz.sh fuzzes it.
  */
@@ -29,7 +30,11 @@ class FrameCodecFuzzTest {
             assertFalse(sentence.any { it.isISOControl() }, "unescaped control character in: $sentence")
             return
         }
-        if (frame is Hello) Handshake.mismatch(LOCAL, frame)
+        when (frame) {
+            is Intro -> Handshake.introMismatch(INTRO, frame, "the client")
+            is Hello -> if (Handshake.validate(frame, EXPECTED, "the client") == null) Handshake.mismatch(LOCAL, frame)
+            else -> {}
+        }
     }
 
     /** Rewrites the generated seeds; run with -Drdmarun.fuzz.writeSeeds=true after changing the frames. */
@@ -39,7 +44,13 @@ class FrameCodecFuzzTest {
         val dir = Path.of("src/test/resources/dev/rdmarun/dsl/FrameCodecFuzzTestInputs/helloFrame")
         Files.createDirectories(dir)
         val hello = LOCAL.copy(role = Role.CLIENT, qps = LOCAL.qps.map { it.copy(qpn = it.qpn + 0x100) })
+        Files.write(dir.resolve("intro"), frame(FrameCodec.encode(INTRO.copy(role = Role.CLIENT, nonce = "c".repeat(64)))))
+        Files.write(dir.resolve("intro-token"), frame(FrameCodec.encode(INTRO.copy(role = Role.CLIENT, token = true))))
+        Files.write(dir.resolve("proof"), frame(FrameCodec.encode(Proof("d".repeat(64)))))
         Files.write(dir.resolve("hello"), frame(FrameCodec.encode(hello)))
+        Files.write(dir.resolve("hello-lying-lengths"), frame(FrameCodec.encode(hello.copy(qps = hello.qps.map {
+            it.copy(buffer = BufferInfo(Long.MAX_VALUE, 1, Long.MAX_VALUE), credit = BufferInfo(0, 1, -5))
+        }))))
         Files.write(dir.resolve("hello-other-plan"), frame(FrameCodec.encode(hello.copy(fingerprint = "b".repeat(64),
             plan = LOCAL.plan + "setting inline=64", parameters = mapOf("size" to "4096")))))
         Files.write(dir.resolve("hello-version-1"), frame(FrameCodec.encode(hello.copy(version = 1))))
@@ -60,6 +71,11 @@ class FrameCodecFuzzTest {
 
     companion object {
         private const val GID = "00000000000000000000ffff0a4d0001"
+
+        private val INTRO = Intro(Handshake.VERSION, Role.SERVER, "a".repeat(64),
+            mapOf("settings" to "1".repeat(64), "parameters" to "2".repeat(64), "script" to "3".repeat(64)), "b".repeat(64), false)
+
+        private val EXPECTED = Handshake.Expected(qpCount = 2, recvDepth = 64, dataBytes = 4096)
 
         /** This side: a server's hello of 2 QPs (the seeds' client hello fits it). */
         private val LOCAL = Hello(

@@ -493,9 +493,7 @@ final class TcpTransport {
                         skippedFrames.incrementAndGet();
                         continue;
                     }
-                    p.ensureCapacity(length);
-                    input.readFully(p.data, 0, length);
-                    p.length = length;
+                    readPayload(input, p, length);
                     p.replyLink = this;
                     while (!context.engine.deliver(p)) {
                         if (closed || dead) return;
@@ -584,6 +582,13 @@ final class TcpTransport {
         int length = in.readInt();
         if (length != frame - HEADER || !valid(p)) return -1;
         return length;
+    }
+
+    /** Reads the payload of a frame whose header {@link #readHeader} accepted (length bounded by max_msg_sz there). */
+    static void readPayload(DataInputStream in, Packet p, int length) throws IOException {
+        p.ensureCapacity(length);
+        in.readFully(p.data, 0, length);
+        p.length = length;
     }
 
     private static boolean valid(Packet p) {

@@ -18,9 +18,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
- * soft0's packet decoder against whatever a peer may send: {@link TcpTransport#read} returns true
- * with a packet inside the documented ranges, returns false, or throws an IOException (the stream
- * ended), and nothing else; it allocates at most what max_msg_sz allows. In a normal build this
+ * soft0's packet decoder against whatever an authenticated peer may send: {@link
+ * TcpTransport#readHeader} then {@link TcpTransport#readPayload} give a packet inside the
+ * documented ranges, or -1 (the connection ends), or an IOException (the stream ended), and
+ * nothing else; they allocate at most what max_msg_sz allows. In a normal build this
  * runs the seed corpus in TcpTransportFuzzTestInputs/; e2e/fuzz.sh fuzzes it.
  */
 class TcpTransportFuzzTest {
@@ -33,14 +34,14 @@ class TcpTransportFuzzTest {
         Packet p = new Packet(POOL);
         int offset = 0;
         while (true) {
-            boolean ok;
             try {
-                ok = TcpTransport.read(in, p);
+                int length = TcpTransport.readHeader(in, p);
+                if (length < 0) return;
+                TcpTransport.readPayload(in, p, length);
             } catch (IOException e) {
                 return; // the stream ended inside a frame: the documented outcome
             }
             assertTrue(p.data.length <= Math.max(256, SoftContext.MAX_MESSAGE), "payload buffer of " + p.data.length + " bytes");
-            if (!ok) return;
             assertTrue(p.kind >= Packet.REQUEST && p.kind <= Packet.MAX_KIND, "kind " + p.kind);
             assertTrue((p.dstQpn | p.srcQpn | p.psn) >>> 24 == 0, "24-bit QPNs and PSN");
             assertTrue(p.srcLid >>> 16 == 0, "16-bit LID");
