@@ -167,7 +167,7 @@ class ScenarioCommandSpec : FunSpec({
         val throws = script("throws.main.kts", "throw IllegalStateException(\"the data did not match\")\n")
         val plain = run(throws.path, "--check")
         plain.statusCode shouldBe 1
-        errors(plain) shouldBe "rdma-run throws.main.kts: the data did not match"
+        errors(plain) shouldBe "rdma-run: script failed at ${throws.path}:1: IllegalStateException: the data did not match"
         val debug = run(throws.path, "--check", "--debug")
         debug.statusCode shouldBe 1
         debug.stderr shouldContain "\tat "
@@ -183,7 +183,7 @@ class ScenarioCommandSpec : FunSpec({
         second.stderr shouldContain "compiled script cache hit: "
         second.stderr shouldNotContain "rdma-run: compiling"
         second.stdout shouldContain "data region 1 x 24 B"
-        fresh.listFiles()!!.toList() shouldHaveSize 1 // one jar: the second run compiled nothing
+        fresh.listFiles { f -> f.name.endsWith(".jar") }!!.toList() shouldHaveSize 1 // one jar: the second run compiled nothing
     }
 
     test("a run that fails prints the cause and the hint, no stack trace, exit 1") {
