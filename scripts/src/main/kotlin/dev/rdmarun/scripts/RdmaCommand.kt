@@ -46,7 +46,10 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
      * "interrupted" before the JVM halts.
      */
     protected fun interruption(): Interruption =
-        interruption ?: Interruption { emit("$errorPrefix: $it", err = true) }.also { interruption = it }
+        interruption ?: Interruption { sayFromHook("$errorPrefix: $it") }.also { interruption = it }
+
+    /** How the shutdown hook's sentence ("interrupted", a script's System.exit) is printed: on stderr. */
+    protected open fun sayFromHook(text: String) = emit(text, err = true)
 
     final override fun run() {
         try {

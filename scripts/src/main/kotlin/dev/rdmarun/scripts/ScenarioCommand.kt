@@ -294,6 +294,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
     }
 
+    override fun sayFromHook(text: String) = say(text, err = true)
+
     /** Launcher output: above the progress line, when there is one. */
     private fun say(text: String, err: Boolean = false) {
         val line = progress
