@@ -109,7 +109,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     override fun help(context: Context) =
         "Run a scenario script on this side: the server with --listen, the client with --peer, or both in this JVM with --loopback. " +
-            "Exit status: 0 success, 1 the run failed, 2 the script does not compile or runs no rdma { }, 130 interrupted, " +
+            "Exit status: 0 success, 1 the run failed, 2 the file is not a script that compiles or it runs no rdma { }, 130 interrupted, " +
             "n the script called System.exit(n)."
 
     /** The live line, while one is shown: launcher output goes above it. */
