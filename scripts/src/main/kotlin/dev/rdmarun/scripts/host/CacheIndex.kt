@@ -55,6 +55,9 @@ internal class CacheIndex(private val dir: File) {
             val entry = Entry(ScenarioScriptHost.sha256(scriptText.toByteArray()), classpathSha256,
                 ScenarioScriptHost.sha256(Files.readAllBytes(temp)))
             locked {
+                // Temp files of a process killed mid-store: nobody moves them any more (a live store's are minutes old at most).
+                val stale = System.currentTimeMillis() - STALE_TEMP_MS
+                dir.listFiles { f -> f.name.endsWith(".tmp") && f.lastModified() < stale }?.forEach { it.delete() }
                 Files.move(temp, File(dir, "$key.jar").toPath(), ATOMIC_MOVE, REPLACE_EXISTING)
                 val entries = read() + (key to entry)
                 val text = buildString {
@@ -83,6 +86,7 @@ internal class CacheIndex(private val dir: File) {
     companion object {
         const val HEADER = "rdma-run compiled-script index v1"
         private val HEX = Regex("[0-9a-f]{40,64}")
+        private const val STALE_TEMP_MS = 3_600_000L
 
         // FileChannel.lock is per process: threads of one JVM queue here first.
         private val JVM_LOCK = Any()

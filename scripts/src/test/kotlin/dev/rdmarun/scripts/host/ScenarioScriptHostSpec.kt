@@ -176,6 +176,16 @@ class ScenarioScriptHostSpec : FunSpec({
         files.forEach { ScenarioScriptHost(own).compile(it).fromCache shouldBe true }
     }
 
+    test("temp files that a killed rdma-run left in the cache are removed by the next store; a live store's are not") {
+        val own = File(dir, "stale-cache")
+        ScenarioScriptHost(own).compile(marker("stale1.main.kts", "1"))
+        val stale = File(own, "0123.jar.tmp").apply { writeText("x"); setLastModified(System.currentTimeMillis() - 2 * 3_600_000L) }
+        val fresh = File(own, "4567.jar.tmp").apply { writeText("x") }
+        ScenarioScriptHost(own).compile(marker("stale2.main.kts", "2"))
+        stale.exists() shouldBe false
+        fresh.exists() shouldBe true
+    }
+
     test("a binary or non-UTF-8 file is not a Kotlin script: one sentence") {
         val binary = File(dir, "binary.main.kts").apply { writeBytes(byteArrayOf(0x7f, 'E'.code.toByte(), 'L'.code.toByte(), 'F'.code.toByte(), 2, 1, 1, 0, 0)) }
         shouldThrow<NotAScriptException> { ScenarioScriptHost(null).compile(binary) }.diagnostics shouldBe
