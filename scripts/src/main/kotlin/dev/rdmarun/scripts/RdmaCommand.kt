@@ -13,9 +13,10 @@ class GlobalOptions(var debug: Boolean = false)
 
 /**
  * A failure the command explains itself: printed as one line on stderr, then exit [exitCode].
- * The message says what went wrong and, where known, what to do.
+ * The message says what went wrong and, where known, what to do. [namesFile]: the message names
+ * the file itself, so the line starts with plain `rdma-run:` instead of the command's prefix.
  */
-class CommandFailure(message: String, val exitCode: Int = 1, cause: Throwable? = null) :
+class CommandFailure(message: String, val exitCode: Int = 1, cause: Throwable? = null, val namesFile: Boolean = false) :
     RuntimeException(message, cause)
 
 /**
@@ -44,7 +45,11 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
      * only after the command's failure, if any, has been reported, so that a Ctrl-C still prints
      * "interrupted" before the JVM halts.
      */
-    protected fun interruption(): Interruption = interruption ?: Interruption().also { interruption = it }
+    protected fun interruption(): Interruption =
+        interruption ?: Interruption { sayFromHook("$errorPrefix: $it") }.also { interruption = it }
+
+    /** How the shutdown hook's sentence ("interrupted", a script's System.exit) is printed: on stderr. */
+    protected open fun sayFromHook(text: String) = emit(text, err = true)
 
     final override fun run() {
         try {
@@ -57,7 +62,9 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
             // LibIbverbs says which packages to install when libibverbs.so.1 is missing.
             fail(e.message ?: e.toString(), e, 1)
         } catch (e: CommandFailure) {
-            fail(e.message ?: "failed", e, e.exitCode)
+            // After Ctrl-C, "interrupted" is said once: here, or by the shutdown hook if the command was late.
+            if (e.exitCode == 130 && interruption?.claimReport() == false) throw ProgramResult(130)
+            fail(e.message ?: "failed", e, e.exitCode, if (e.namesFile) "rdma-run" else errorPrefix)
         } catch (e: WireFormatException) {
             fail(e.message ?: "bad message from the peer", e, 1)
         } catch (e: IOException) {
@@ -76,8 +83,8 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
      */
     protected fun emit(text: String, err: Boolean = false) = terminal.rawPrint(text + "\n", stderr = err)
 
-    private fun fail(message: String, cause: Throwable, exitCode: Int): Nothing {
-        emit("$errorPrefix: $message", err = true)
+    private fun fail(message: String, cause: Throwable, exitCode: Int, prefix: String = errorPrefix): Nothing {
+        emit("$prefix: $message", err = true)
         if (debug) emit(cause.stackTraceToString().trimEnd(), err = true)
         throw ProgramResult(exitCode)
     }

@@ -27,6 +27,10 @@ import dev.rdmarun.dsl.describeFailure
 import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.runtime.soft.SoftDevice
 import dev.rdmarun.scripts.host.ScenarioScriptHost
+import dev.rdmarun.dsl.ScenarioException
+import dev.rdmarun.runtime.VerbsException
+import dev.rdmarun.runtime.engine.EngineException
+import dev.rdmarun.scripts.host.NotAScriptException
 import dev.rdmarun.scripts.host.ScriptCompilationException
 import dev.rdmarun.scripts.host.ScriptFailedException
 import java.io.Closeable
@@ -54,9 +58,11 @@ import kotlinx.serialization.json.JsonObject
  * and rkeys; a server started with `--listen` ignores (closes and counts) connections that fail
  * the handshake and keeps waiting for its client until the timeout. The token is never printed.
  *
- * Exit status: 0 success; 1 the run failed (cause and hint on stderr); 2 the script does not
- * compile (`file:line:col: error: ...` lines); 130 Ctrl-C, after the scenario was torn down;
- * clikt's status for usage errors.
+ * Exit status: 0 success; 1 the run failed (cause and hint on stderr; what the script's own code
+ * threw as `script failed at FILE:LINE: Type: message`); 2 the script does not compile
+ * (`file:line:col: error: ...` lines), is not a Kotlin script (binary, not UTF-8), or runs no
+ * `rdma { }`; 130 Ctrl-C; n when the script calls `System.exit(n)`; clikt's status for usage
+ * errors.
  */
 class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** Who this process is in the scenario. */
@@ -104,7 +110,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             "buffers and rkeys; both sides must give the same one (default: \$$TOKEN_ENV, else none)")
         .convert { text -> usage { ControlToken.of(text) } }
     private val check by option("--check",
-        help = "Only compile the script and run it up to connect(peer): validate the settings and print what connect would create; touches no device")
+        help = "Only compile the script and run it up to connect(peer): validate the settings and print what connect would create; touches no device. " +
+            "The script's top-level code (and its rdma { } block up to connect) does run: check only scripts you would run")
         .flag()
     private val debugFlag by option("--debug", help = "On errors, print the stack trace too; say whether the compiled script came from the cache").flag()
 
@@ -113,14 +120,17 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     override fun help(context: Context) =
         "Run a scenario script on this side: the server with --listen, the client with --peer, or both in this JVM with --loopback. " +
-            "Exit status: 0 success, 1 the run failed, 2 the script does not compile, 130 interrupted."
+            "Exit status: 0 success, 1 the run failed, 2 the file is not a script that compiles or it runs no rdma { }, 130 interrupted, " +
+            "n the script called System.exit(n)."
 
     /** The live line, while one is shown: launcher output goes above it. */
     @Volatile
     private var progress: ProgressLine? = null
 
     override fun execute() {
-        val host = ScenarioScriptHost(scriptCache)
+        interruption() // from here on: Ctrl-C says "interrupted", System.exit says so too
+        val host = ScenarioScriptHost(scriptCache) { say("rdma-run: $it", err = true) }
+        host.debug = debug
         val compiled = compile(host)
         val options = RdmaOptions(
             parameters = parameters.toMap(),
@@ -143,8 +153,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             host.compile(script) {
                 say("rdma-run: compiling ${script.name}" + if (scriptCache != null) " (not in the compiled-script cache yet)" else "", err = true)
             }
+        } catch (e: NotAScriptException) {
+            throw CommandFailure(e.message!!, 2, e, namesFile = true)
         } catch (e: ScriptCompilationException) {
-            e.diagnostics.forEach { say(it, err = true) }
+            // A binary that happens to be valid UTF-8 gives one error per byte: the first few say enough.
+            e.diagnostics.take(MAX_DIAGNOSTICS).forEach { say(it, err = true) }
+            if (e.diagnostics.size > MAX_DIAGNOSTICS) say("... and ${e.diagnostics.size - MAX_DIAGNOSTICS} more errors", err = true)
             throw ProgramResult(2)
         }
         if (debug) {
@@ -169,8 +183,34 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private fun check(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
         var plans = 0
         val failure = evaluate(host, compiled, options.copy(onPlan = { plans++; say(it.describe()) }), checkOnly = true)
-        if (failure != null) throw CommandFailure(describeFailure(failure), 1, failure)
-        if (plans == 0) say("rdma-run ${script.name}: the script ran no rdma { } scenario", err = true)
+        interruption().check()
+        if (failure != null) throw failed(failure)
+        if (plans == 0) throw nothingToRun()
+    }
+
+    /**
+     * A script that ran to its end without one `rdma { }` finishing or failing (empty, or only
+     * top-level code): an `rdma { }` that ran returns a result or throws, and --check stops at its connect.
+     */
+    private fun nothingToRun() = CommandFailure("${script.path} has no rdma { } block: nothing to run", 2, namesFile = true)
+
+    /**
+     * The run's failure as one line: what the DSL, the runtime or the peer say about it, or, for
+     * what the script's own code threw, where: `script failed at FILE:LINE: Type: message`.
+     */
+    private fun failed(cause: Throwable): CommandFailure {
+        val line = scriptLine(cause) ?: return CommandFailure(describeFailure(cause), 1, cause)
+        val type = cause.javaClass.simpleName.ifEmpty { cause.javaClass.name }
+        return CommandFailure("script failed at ${script.path}:$line: $type" + (cause.message?.let { ": $it" } ?: ""), 1, cause, namesFile = true)
+    }
+
+    /** The script line that threw [cause], if the script's own code threw it (not the DSL's, the runtime's, or a cancellation). */
+    private fun scriptLine(cause: Throwable): Int? {
+        val ours = cause is ScenarioException || cause is VerbsException || cause is EngineException ||
+            cause is java.util.concurrent.CancellationException || cause is IOException || cause.javaClass.name.startsWith("dev.rdmarun.")
+        if (ours) return null
+        // The compiled script's classes (top level and its lambdas) carry the script's file name.
+        return cause.stackTrace.firstOrNull { it.fileName == script.name && it.lineNumber > 0 }?.lineNumber
     }
 
     private fun oneSide(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
@@ -187,7 +227,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             }
         }
         interruption().check()
-        if (failure != null) throw CommandFailure(describeFailure(failure), 1, failure)
+        if (failure != null) throw failed(failure)
+        if (results.isEmpty()) throw nothingToRun()
     }
 
     /** One side of a --loopback run: its own thread, defaults, monitor and outcome. */
@@ -247,11 +288,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         if (failed.isNotEmpty()) {
             for (side in failed) {
                 val cause = side.failure!!
-                say("$errorPrefix (${side.label}): ${describeFailure(cause)}", err = true)
+                val described = failed(cause)
+                say("${if (described.namesFile) "rdma-run" else errorPrefix} (${side.label}): ${described.message}", err = true)
                 if (debug) say(cause.stackTraceToString().trimEnd(), err = true)
             }
             throw ProgramResult(1)
         }
+        if (sides.all { it.results.isEmpty() }) throw nothingToRun()
         val devices = sides.flatMap { s -> s.results.map { it.device } }.distinct()
         if (devices.isNotEmpty()) say("loopback on ${devices.joinToString()}: server and client succeeded")
     }
@@ -275,6 +318,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             line.close()
         }
     }
+
+    override fun sayFromHook(text: String) = say(text, err = true)
 
     /** Launcher output: above the progress line, when there is one. */
     private fun say(text: String, err: Boolean = false) {
@@ -301,6 +346,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
         /** The environment variable `--token` defaults to (a token on a command line is visible in `ps`). */
         const val TOKEN_ENV = "RDMA_RUN_TOKEN"
+
+        /** Compiler errors shown at most; the rest are counted. */
+        const val MAX_DIAGNOSTICS = 10
 
         private val JSON = Json { prettyPrint = true }
         private val PARAMETER_NAME = Regex("[A-Za-z_][A-Za-z0-9_.-]*")

@@ -169,10 +169,60 @@ class ScenarioCommandSpec : FunSpec({
         val throws = script("throws.main.kts", "throw IllegalStateException(\"the data did not match\")\n")
         val plain = run(throws.path, "--check")
         plain.statusCode shouldBe 1
-        errors(plain) shouldBe "rdma-run throws.main.kts: the data did not match"
+        errors(plain) shouldBe "rdma-run: script failed at ${throws.path}:1: IllegalStateException: the data did not match"
         val debug = run(throws.path, "--check", "--debug")
         debug.statusCode shouldBe 1
         debug.stderr shouldContain "\tat "
+    }
+
+    test("an empty script, or one that never calls rdma { }, has nothing to run: one sentence, exit 2") {
+        val empty = script("empty.main.kts", "")
+        val topLevel = script("toplevel.main.kts", "val x = 1 + 1\n")
+        for (file in listOf(empty, topLevel)) {
+            for (role in listOf(listOf("--check"), listOf("--peer", "127.0.0.1:1"))) {
+                val result = run(file.path, *role.toTypedArray())
+                withClue(file.name + " " + role.joinToString(" "), result) {
+                    result.statusCode shouldBe 2
+                    errors(result) shouldBe "rdma-run: ${file.path} has no rdma { } block: nothing to run"
+                    result.stdout shouldBe ""
+                }
+            }
+        }
+    }
+
+    test("a binary file is not a Kotlin script: one sentence, exit 2") {
+        val binary = File(dir, "binary.main.kts").apply { writeBytes(ByteArray(4096) { (it * 7).toByte() }) }
+        val result = run(binary.path, "--check")
+        result.statusCode shouldBe 2
+        errors(result) shouldBe "rdma-run: ${binary.path} is not a Kotlin script: it contains a NUL byte at offset 0 (a binary file?)"
+    }
+
+    test("compiler errors: at most ${ScenarioCommand.MAX_DIAGNOSTICS}, then how many more") {
+        val garbage = script("garbage.main.kts", "rdma {\n" + "}\n".repeat(40))
+        val result = run(garbage.path, "--check")
+        result.statusCode shouldBe 2
+        val lines = errors(result).lines()
+        lines shouldHaveSize ScenarioCommand.MAX_DIAGNOSTICS + 1
+        lines.dropLast(1).forEach { it shouldMatch Regex("^" + Regex.escape(garbage.path) + ":\\d+:\\d+: error: .*") }
+        lines.last() shouldMatch Regex("\\.\\.\\. and \\d+ more errors")
+    }
+
+    test("what the script's code throws inside rdma { } names its type and line, exit 1; --debug adds the stack trace") {
+        val boom = script("boom.main.kts", "rdma {\n    qps(1)\n    check(qpCount > 1) { \"boom\" }\n    connect(peer)\n}\n")
+        val plain = run(boom.path, "--peer", "127.0.0.1:1")
+        plain.statusCode shouldBe 1
+        errors(plain) shouldBe "rdma-run: script failed at ${boom.path}:3: IllegalStateException: boom"
+        val debug = run(boom.path, "--peer", "127.0.0.1:1", "--debug")
+        debug.statusCode shouldBe 1
+        debug.stderr shouldContain "\tat "
+        debug.stderr shouldContain "(boom.main.kts:3)"
+    }
+
+    test("on both sides of --loopback, what the script throws after connect is reported at its line") {
+        val boom = script("boom-loopback.main.kts", "rdma {\n    connect(peer)\n    server { \"x\".toInt() }\n}\n")
+        val result = run(boom.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "rdma-run (server): script failed at ${boom.path}:3: NumberFormatException: For input string: \"x\""
     }
 
     test("the compiled script is cached: a second run says 'cache hit' under --debug and still gets the launcher's defaults") {
@@ -185,7 +235,7 @@ class ScenarioCommandSpec : FunSpec({
         second.stderr shouldContain "compiled script cache hit: "
         second.stderr shouldNotContain "rdma-run: compiling"
         second.stdout shouldContain "data region 1 x 24 B"
-        fresh.listFiles()!!.toList() shouldHaveSize 1 // one jar: the second run compiled nothing
+        fresh.listFiles { f -> f.name.endsWith(".jar") }!!.toList() shouldHaveSize 1 // one jar: the second run compiled nothing
     }
 
     test("a run that fails prints the cause and the hint, no stack trace, exit 1") {

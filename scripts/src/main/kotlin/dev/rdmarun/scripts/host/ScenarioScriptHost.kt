@@ -1,6 +1,13 @@
 package dev.rdmarun.scripts.host
 
 import java.io.File
+import java.io.IOException
+import java.nio.ByteBuffer
+import java.nio.CharBuffer
+import java.nio.charset.CodingErrorAction
+import java.nio.file.FileAlreadyExistsException
+import java.nio.file.attribute.PosixFileAttributeView
+import java.nio.file.attribute.PosixFilePermissions
 import java.nio.file.Files
 import java.nio.file.Path
 import java.security.MessageDigest
@@ -22,14 +29,19 @@ import kotlin.script.experimental.jvm.compilationCache
 import kotlin.script.experimental.jvm.defaultJvmScriptingHostConfiguration
 import kotlin.script.experimental.jvm.jvm
 import kotlin.script.experimental.jvmhost.BasicJvmScriptingHost
-import kotlin.script.experimental.jvmhost.CompiledScriptJarsCache
+import kotlin.script.experimental.jvm.impl.KJvmCompiledScript
+import kotlin.script.experimental.jvmhost.loadScriptFromJar
+import kotlin.script.experimental.jvmhost.saveToJar
 import kotlin.script.experimental.jvmhost.createJvmCompilationConfigurationFromTemplate
 import kotlin.script.experimental.jvmhost.createJvmEvaluationConfigurationFromTemplate
 import kotlinx.coroutines.runBlocking
 
 /** A script that does not compile: the compiler's errors as `file:line:col: error: message` lines. */
-class ScriptCompilationException(val diagnostics: List<String>) :
+open class ScriptCompilationException(val diagnostics: List<String>) :
     RuntimeException(diagnostics.joinToString("\n"))
+
+/** The file is no Kotlin script at all (binary, not UTF-8): [message] is the one sentence that says so. */
+class NotAScriptException(message: String) : ScriptCompilationException(listOf(message))
 
 /** The scenario script threw: [cause] is what it threw. */
 class ScriptFailedException(cause: Throwable) : RuntimeException(cause.message, cause)
@@ -45,9 +57,27 @@ class CompiledScenario(val script: CompiledScript, val fromCache: Boolean, val c
  * text and the *contents* of the DSL and runtime jars (not their paths, as main-kts does), so a
  * rebuilt DSL never meets a stale script, and a repeated run skips the compiler entirely.
  *
+ * A cached jar is code that runs as the user, so it is loaded only when it is the one this host
+ * stored for that script: the cache folder is private (mode 0700, the user's own; one that is
+ * not is used only after its mode is fixed, or not at all), and [CacheIndex] records the SHA-256
+ * of each jar with the script text and classpath it was compiled from. A jar whose digest does
+ * not match its entry, or has none, is compiled again and replaced.
+ *
  * @param cacheDir where compiled scripts go; null disables the cache (tests).
+ * @param note how the host tells the user something (a cache folder it will not use; with [debug], more).
  */
-class ScenarioScriptHost(private val cacheDir: File?) {
+class ScenarioScriptHost(private val cacheDir: File?, private val note: (String) -> Unit = {}) {
+    /** Say why a cache entry was not used (a jar that does not match its index entry, say). */
+    @Volatile
+    var debug = false
+
+    /** The cache folder once it is known to be private, or null (none, or refused); checked at the first compile. */
+    private val usableCacheDir: File? by lazy { cacheDir?.let(::privateCacheDir) }
+
+    /** Why the cache folder could not be made (a store that could not happen): reported as [CompiledScenario.storeError]. */
+    @Volatile
+    private var prepareError: Throwable? = null
+
     /** What the cache saw during the current [compile] (one compile at a time per host). */
     private class CacheOutcome(val onCompiling: () -> Unit) {
         var hit = false
@@ -58,14 +88,18 @@ class ScenarioScriptHost(private val cacheDir: File?) {
     @Volatile
     private var outcome: CacheOutcome? = null
 
-    /** The jar cache, observed: a miss means the compiler runs next, and a failed store only loses the cache entry. */
-    private inner class ObservedCache(private val dir: File) : CompiledJvmScriptsCache {
-        private val jars = CompiledScriptJarsCache { source, _ -> File(dir, cacheKey(source) + ".jar") }
-
+    /**
+     * The jar cache, verified and observed: a jar is loaded only if its digest matches the index;
+     * a miss means the compiler runs next, and a failed store only loses the cache entry.
+     */
+    private inner class VerifiedCache : CompiledJvmScriptsCache {
         override fun get(script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration): CompiledScript? {
-            val found = jars.get(script, scriptCompilationConfiguration)
+            val dir = usableCacheDir
+            val key = cacheKey(script)
+            val jar = dir?.let { File(it, "$key.jar") }
+            val found = if (dir == null) null else verifiedJar(dir, key, script.text)?.loadScriptFromJar()
             outcome?.let {
-                it.jar = jars.scriptToFile(script, scriptCompilationConfiguration)
+                it.jar = jar
                 it.hit = found != null
                 if (found == null) it.onCompiling()
             }
@@ -73,19 +107,86 @@ class ScenarioScriptHost(private val cacheDir: File?) {
         }
 
         override fun store(compiledScript: CompiledScript, script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration) {
+            val dir = usableCacheDir
+            if (dir == null) {
+                outcome?.storeError = prepareError
+                return
+            }
             try {
-                dir.mkdirs()
-                jars.store(compiledScript, script, scriptCompilationConfiguration)
+                CacheIndex(dir).store(cacheKey(script), script.text, classpathDigest) { temp ->
+                    (compiledScript as KJvmCompiledScript).saveToJar(temp)
+                }
             } catch (e: Exception) {
                 outcome?.storeError = e
             }
         }
     }
 
+    /** The cached jar of [key] if the index says it is the one compiled from [text] on this classpath; else null (and why, under debug). */
+    private fun verifiedJar(dir: File, key: String, text: String): File? {
+        val jar = File(dir, "$key.jar")
+        if (!jar.isFile) return null
+        val entry = CacheIndex(dir).read()[key]
+        val problem = when {
+            entry == null -> "has no entry in the cache index"
+            entry.scriptSha256 != sha256(text.toByteArray()) || entry.classpathSha256 != classpathDigest -> "was compiled from another script or classpath"
+            entry.jarSha256 != runCatching { sha256(Files.readAllBytes(jar.toPath())) }.getOrNull() -> "does not match its digest in the cache index"
+            else -> return jar
+        }
+        if (debug) note("the cached $jar $problem: compiling the script again and replacing it")
+        return null
+    }
+
+    /**
+     * [dir], created private (0700, with the parents this makes), or made private if it is ours;
+     * null, with a sentence, if it belongs to someone else or cannot be made private.
+     */
+    private fun privateCacheDir(dir: File): File? {
+        val path = dir.toPath().toAbsolutePath()
+        try {
+            val missing = generateSequence(path) { it.parent }.takeWhile { !Files.exists(it) }.toList().asReversed()
+            for (p in missing) {
+                try {
+                    Files.createDirectory(p, PosixFilePermissions.asFileAttribute(PRIVATE))
+                    Files.setPosixFilePermissions(p, PRIVATE) // the umask may have taken bits away; never adds any
+                } catch (_: FileAlreadyExistsException) {
+                    // another rdma-run made it meanwhile: checked below like any existing folder
+                }
+            }
+        } catch (e: Exception) {
+            prepareError = e // a read-only place: no cache, which only costs the compile
+            return null
+        }
+        if (!Files.isDirectory(path)) {
+            prepareError = IOException("$path is not a folder")
+            return null
+        }
+        val view = Files.getFileAttributeView(path, PosixFileAttributeView::class.java) ?: return dir // no POSIX modes to check
+        val owner = runCatching { Files.getAttribute(path, "unix:uid") as Int }.getOrNull()
+        val me = runCatching { Files.getAttribute(Path.of("/proc/self"), "unix:uid") as Int }.getOrNull()
+        val ours = if (owner != null && me != null) owner == me else view.owner.name == System.getProperty("user.name")
+        if (!ours) {
+            note("not using the compiled-script cache $path: it belongs to another user (uid ${owner ?: view.owner.name}); the script is compiled every time")
+            return null
+        }
+        val mode = view.readAttributes().permissions()
+        if (mode != PRIVATE) {
+            try {
+                view.setPermissions(PRIVATE)
+                if (debug) note("made the compiled-script cache $path private (mode 0700; it was ${PosixFilePermissions.toString(mode)})")
+            } catch (e: IOException) {
+                note("not using the compiled-script cache $path: its mode is ${PosixFilePermissions.toString(mode)} and cannot be made 0700 ($e); " +
+                    "the script is compiled every time")
+                return null
+            }
+        }
+        return dir
+    }
+
     private val hostConfiguration = ScriptingHostConfiguration(defaultJvmScriptingHostConfiguration) {
         if (cacheDir != null) {
             jvm {
-                compilationCache(ObservedCache(cacheDir))
+                compilationCache(VerifiedCache())
             }
         }
     }
@@ -99,6 +200,7 @@ class ScenarioScriptHost(private val cacheDir: File?) {
      */
     fun compile(file: File, onCompiling: () -> Unit = {}): CompiledScenario {
         if (!file.isFile) throw ScriptCompilationException(listOf("${file.path}: no such script file"))
+        checkText(file)
         val seen = CacheOutcome(onCompiling)
         if (cacheDir == null) onCompiling()
         outcome = seen
@@ -128,8 +230,28 @@ class ScenarioScriptHost(private val cacheDir: File?) {
     }
 
     companion object {
+        private val PRIVATE = PosixFilePermissions.fromString("rwx------")
+
+        /**
+         * Throws [NotAScriptException] for a file the compiler would answer with an error per byte:
+         * one with NUL bytes (a binary) or that is not UTF-8.
+         */
+        private fun checkText(file: File) {
+            val bytes = Files.readAllBytes(file.toPath())
+            val nul = bytes.indexOf(0)
+            if (nul >= 0) throw NotAScriptException("${file.path} is not a Kotlin script: it contains a NUL byte at offset $nul (a binary file?)")
+            val input = ByteBuffer.wrap(bytes)
+            val result = Charsets.UTF_8.newDecoder()
+                .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)
+                .decode(input, CharBuffer.allocate(bytes.size), true)
+            if (result.isError) {
+                throw NotAScriptException("${file.path} is not a Kotlin script: it is not UTF-8 text (byte 0x%02x at offset %d)"
+                    .format(bytes[input.position()].toInt() and 0xff, input.position()))
+            }
+        }
+
         /** Digest of the jars (or class folders) that compiled scripts link against. */
-        private val classpathDigest: String by lazy {
+        internal val classpathDigest: String by lazy {
             val digest = MessageDigest.getInstance("SHA-256")
             listOf(ScenarioScript::class.java, dslAnchor(), runtimeAnchor()).mapNotNull { it }
                 .map { Path.of(it.protectionDomain.codeSource.location.toURI()) }
@@ -154,6 +276,8 @@ class ScenarioScriptHost(private val cacheDir: File?) {
                 }
             }
         }
+
+        internal fun sha256(bytes: ByteArray): String = hex(MessageDigest.getInstance("SHA-256").digest(bytes))
 
         fun cacheKey(source: SourceCode): String {
             val digest = MessageDigest.getInstance("SHA-256")
