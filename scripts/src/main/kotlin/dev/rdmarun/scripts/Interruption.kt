@@ -98,7 +98,7 @@ class Interruption(private val report: (String) -> Unit = {}) : AutoCloseable {
 
     companion object {
         /** How long a Ctrl-C waits for the command to tear its scenario down before the JVM exits anyway. */
-        const val GRACE_MS = 1_500L
+        const val GRACE_MS = 3_000L
     }
 }
 
