@@ -7,8 +7,9 @@ Every mode is bounded in time and prints one result line, key=value pairs, for t
                             speaks soft0's old unauthenticated wire: forged READs and WRITEs posing
                             as the peer at LID, for guessed QPNs, rkeys and PSNs; what came back
   flood HOST PORT SECONDS   streams 1 KiB soft0-like frames for unknown QPNs on two connections
-  drip HOST PORT SECONDS    sends one byte a second (the control connection's magic, then zeros)
+  drip HOST PORT SECONDS    sends one byte a second (the control connection's magic, then a frame)
   stray HOST PORT HEX       sends HEX, then reads what the listener answers until it closes
+                            (text= shows it, escaped)
   drip-server PORT SECONDS  listens; to whoever connects, sends one byte a second
   scan HOST PORT N          opens and closes N connections (a port scan)
 """
@@ -20,6 +21,8 @@ import time
 
 SOFT_MAGIC = 0x52445357  # "RDSW"
 CONTROL_MAGIC = b"RDRN"  # the control connection's magic: the drip looks like a real peer
+# What a drip sends, a byte a second: the magic, then a frame that announces 1000 bytes of JSON.
+DRIP = CONTROL_MAGIC + struct.pack(">i", 1000) + b"{" * 1000
 
 
 def connect(host, port, timeout=5.0):
@@ -77,21 +80,23 @@ def soft0_forge(host, port, *src_lids):
 
 
 def flood(host, port, seconds):
+    """Two threads, each streaming frames and reconnecting whenever the listener closes it."""
     stop = time.monotonic() + float(seconds)
     totals = []
 
     def one():
         sent, closed = 0, 0
-        try:
-            s = connect(host, port)
-            s.sendall(struct.pack(">iH", SOFT_MAGIC, 1))
-            frame = soft_frame(1, 2, 0x777777, 16, 0, 0, 0, 0, 0, b"\xab" * 1024)
-            while time.monotonic() < stop:
-                s.sendall(frame)
-                sent += len(frame)
-            s.close()
-        except OSError:
-            closed = 1
+        frame = soft_frame(1, 2, 0x777777, 16, 0, 0, 0, 0, 0, b"\xab" * 1024)
+        while time.monotonic() < stop:
+            try:
+                s = connect(host, port)
+                s.sendall(struct.pack(">iH", SOFT_MAGIC, 2) + b"\0" * 40)  # a hello with a made-up key id
+                while time.monotonic() < stop:
+                    s.sendall(frame)
+                    sent += len(frame)
+                s.close()
+            except OSError:
+                closed += 1
         totals.append((sent, closed))
 
     threads = [threading.Thread(target=one) for _ in range(2)]
@@ -99,15 +104,14 @@ def flood(host, port, seconds):
         t.start()
     for t in threads:
         t.join()
-    print(f"bytes_sent={sum(t[0] for t in totals)} connections_closed_by_peer={sum(t[1] for t in totals)}")
+    print(f"bytes_sent={sum(t[0] for t in totals)} connections_closed_by_listener={sum(t[1] for t in totals)}")
 
 
 def drip(host, port, seconds):
     s = connect(host, port)
     start = time.monotonic()
-    payload = CONTROL_MAGIC + b"\0" * 1000
     closed = False
-    for b in payload:
+    for b in DRIP:
         if time.monotonic() - start > float(seconds):
             break
         try:
@@ -131,7 +135,8 @@ def stray(host, port, hexdata):
         pass
     got, closed = read_until_closed(s, 15)
     s.close()
-    print(f"bytes_received={len(got)} closed={int(closed)} seconds={time.monotonic() - start:.1f} hex={got[:256].hex()}")
+    text = got.decode("latin-1").encode("unicode_escape").decode("ascii")
+    print(f"bytes_received={len(got)} closed={int(closed)} seconds={time.monotonic() - start:.1f} text={text[:2000]}")
 
 
 def drip_server(port, seconds):
@@ -148,8 +153,7 @@ def drip_server(port, seconds):
         return
     start = time.monotonic()
     closed = False
-    payload = CONTROL_MAGIC + b"\0" * 1000
-    for b in payload:
+    for b in DRIP:
         if time.monotonic() - start > float(seconds):
             break
         try:
