@@ -7,6 +7,8 @@ import com.github.ajalt.clikt.core.main
 import com.github.ajalt.clikt.core.subcommands
 import com.github.ajalt.clikt.parameters.options.flag
 import com.github.ajalt.clikt.parameters.options.option
+import com.github.ajalt.clikt.parameters.options.versionOption
+import dev.rdmarun.dsl.Handshake
 import dev.rdmarun.scripts.host.ScenarioScriptHost
 import java.io.File
 
@@ -17,6 +19,10 @@ class RdmaRun : CliktCommand(name = "rdma-run") {
 
     private val debug by option("--debug", help = "On errors, print the stack trace too").flag()
     private val global by findOrSetObject { GlobalOptions() }
+
+    init {
+        versionOption(VERSION, message = { "rdma-run $it (control protocol ${Handshake.VERSION}; Java ${Runtime.version()})" })
+    }
 
     override fun help(context: Context) = """
         Run RDMA experiments from the JVM.
@@ -29,6 +35,9 @@ class RdmaRun : CliktCommand(name = "rdma-run") {
         global.debug = debug
     }
 }
+
+/** This build's version: the jar's Implementation-Version (Maven's project version), or "development build" from classes. */
+val VERSION: String = RdmaRun::class.java.`package`?.implementationVersion ?: "development build"
 
 /**
  * The command line with every subcommand registered (main and the specs use this).
