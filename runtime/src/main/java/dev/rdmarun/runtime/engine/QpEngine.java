@@ -4,6 +4,7 @@ import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.MemoryRegion;
 import dev.rdmarun.runtime.PendingOperation;
 import dev.rdmarun.runtime.PollingDispatcher;
+import dev.rdmarun.runtime.PortAttributes;
 import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.RemoteRegion;
 import dev.rdmarun.runtime.SendFlags;
@@ -442,8 +443,26 @@ public final class QpEngine {
         WcStatus status = completions.status(i);
         if (status == WcStatus.WR_FLUSH_ERR && failure != null) return;
         VerbsException v = completions.failure(i);
+        String down = portDown();
         fail(new VerbsException(what + " on QP " + index + " (qpn " + qp.qpNum() + ") failed with " + status.name()
-                + ": " + status.text(), v.hint()));
+                + ": " + status.text() + (down == null ? "" : "; " + down), down == null ? v.hint() : PORT_DOWN_HINT));
+    }
+
+    private static final String PORT_DOWN_HINT =
+            "the link under the device went down: bring it up (ip link set DEV up; rdma link show) and run again";
+
+    /**
+     * "port 1 of rxe0 is DOWN" when the QP's port is not active, else null: a device fails work
+     * requests when its link goes down, and the status alone (rxe says LOC_QP_OP_ERR) does not tell.
+     */
+    private String portDown() {
+        try {
+            PortAttributes p = qp.protectionDomain().context().queryPort(qp.port());
+            if (p.state() == PortAttributes.PortState.ACTIVE) return null;
+            return "port " + qp.port() + " of " + qp.protectionDomain().context().deviceName() + " is " + p.state();
+        } catch (RuntimeException e) {
+            return null; // the device is gone too: the status says what there is to say
+        }
     }
 
     // ---- credits: sender side ----
