@@ -488,8 +488,8 @@ case_script_link_down() {
     expect_no_log "$side" "Exception in thread" || ok=1
     expect_no_log "$side" "	at " || ok=1 # no stack trace without --debug
   done
-  # rxe fails the next work request at once (LOC_QP_OP_ERR); the sentence names the port's state.
-  expect_log client "port 1 of $DEV is DOWN" || ok=1
+  # rxe fails the next work request at once (LOC_QP_OP_ERR), often before the port's state says
+  # DOWN: the hint names the link either way, and the sentence adds the state when it was seen.
   expect_log client "the link under the device went down" || ok=1
   expect_log server "the client failed: " || ok=1
   if [ "$took" -gt 150 ]; then

@@ -4,7 +4,8 @@ package dev.rdmarun.runtime;
 public enum WcStatus {
     SUCCESS("success", null),
     LOC_LEN_ERR("local length error", "a receive buffer is smaller than the message, or a send is longer than the port's max_msg_sz"),
-    LOC_QP_OP_ERR("local QP operation error", "the work request is not valid for this QP (opcode, SGE count, or inline data too large)"),
+    LOC_QP_OP_ERR("local QP operation error", "the work request is not valid for this QP (opcode, SGE count, or inline data"
+            + " too large), or the link under the device went down (rxe reports that so; rdma link show)"),
     LOC_EEC_OP_ERR("local EE context operation error", null),
     LOC_PROT_ERR("local protection error", "an SGE is outside its memory region, or its lkey is wrong"),
     WR_FLUSH_ERR("Work Request Flushed Error", "the QP went to the error state (an earlier completion says why) and flushed this work request"),

@@ -454,6 +454,8 @@ public final class QpEngine {
     /**
      * "port 1 of rxe0 is DOWN" when the QP's port is not active, else null: a device fails work
      * requests when its link goes down, and the status alone (rxe says LOC_QP_OP_ERR) does not tell.
+     * The port's state may change only after the failure (rxe updates it asynchronously), so this
+     * adds what was seen; the status's hint covers the rest.
      */
     private String portDown() {
         try {
