@@ -236,7 +236,7 @@ object Handshake {
         }
         if (remote.role == Role.SERVER) {
             val key = remote.fabricKey ?: return bad("fabricKey", "is missing (the server chooses one for each scenario)")
-            if (!HEX64.matches(key) || key.length != dev.rdmarun.runtime.FabricKey.LENGTH * 2) {
+            if (runCatching { dev.rdmarun.runtime.FabricKey.parseHex(key) }.isFailure) {
                 return bad("fabricKey", "is not ${dev.rdmarun.runtime.FabricKey.LENGTH} bytes in ${dev.rdmarun.runtime.FabricKey.LENGTH * 2} hex digits")
             }
         } else if (remote.fabricKey != null) {

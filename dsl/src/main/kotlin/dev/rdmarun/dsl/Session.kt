@@ -179,7 +179,7 @@ internal class Session(
                     }
                     coroutine.ensureActive() // likewise for the connection
                     val remote = c.exchangeHellos(hello(), Handshake.Expected(settings.qps, settings.recvDepth, settings.dataBytes))
-                    if (role == Role.CLIENT) fabricKey = FabricKey.of(java.util.HexFormat.of().parseHex(remote.fabricKey!!))
+                    if (role == Role.CLIENT) fabricKey = FabricKey.parseHex(remote.fabricKey!!)
                     connectQps(remote)
                     c.send(Ready)
                     val ready = c.receive("ready signal")

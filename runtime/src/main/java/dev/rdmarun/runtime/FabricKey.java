@@ -39,9 +39,20 @@ public final class FabricKey {
         return new FabricKey(bytes.clone());
     }
 
-    /** The key as 64 hex digits (for a text exchange); {@link #of(byte[])} with HexFormat reads it back. */
+    /** The key as 64 lowercase hex digits (for a text exchange); {@link #parseHex} reads it back. */
     public String toHex() {
         return HexFormat.of().formatHex(bytes);
+    }
+
+    /**
+     * The key that {@link #toHex} wrote: exactly 64 lowercase hex digits, else an
+     * IllegalArgumentException whose message does not repeat the text (it may be a key).
+     */
+    public static FabricKey parseHex(String text) {
+        if (text == null || text.length() != 2 * LENGTH || !text.chars().allMatch(c -> c >= '0' && c <= '9' || c >= 'a' && c <= 'f')) {
+            throw new IllegalArgumentException("a fabric key is " + 2 * LENGTH + " lowercase hex digits");
+        }
+        return new FabricKey(HexFormat.of().parseHex(text));
     }
 
     /** The key's bytes (a copy). */

@@ -63,8 +63,6 @@ object PingpongWire {
     /** sizeof the soft0 key message: 64 hex digits and a NUL (soft0 only; see [encodeKey]). */
     const val KEY_SIZE = 2 * FabricKey.LENGTH + 1
 
-    private val KEY_SHAPE = Regex("[0-9a-f]{${2 * FabricKey.LENGTH}}")
-
     /**
      * soft0's addition to the exchange: the client's fabric key as 64 lowercase hex digits and a
      * NUL, right after its address. Never sent to or expected from ibv_rc_pingpong (it has no soft0).
@@ -75,11 +73,12 @@ object PingpongWire {
     fun decodeKey(message: ByteArray): FabricKey {
         val text = if (message.size == KEY_SIZE && message.last() == 0.toByte() && message.all { it >= 0 })
             String(message, 0, KEY_SIZE - 1, Charsets.US_ASCII) else null
-        if (text == null || !KEY_SHAPE.matches(text)) {
+        return try {
+            FabricKey.parseHex(text)
+        } catch (_: IllegalArgumentException) {
             throw WireFormatException("the peer's soft0 fabric key is not 64 lowercase hex digits and a NUL" +
                 " (is it rdma-run pingpong on soft0?)")
         }
-        return FabricKey.of(java.util.HexFormat.of().parseHex(text))
     }
 
     fun done(): ByteArray = DONE.clone()
