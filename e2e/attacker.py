@@ -107,22 +107,26 @@ def flood(host, port, seconds):
     print(f"bytes_sent={sum(t[0] for t in totals)} connections_closed_by_listener={sum(t[1] for t in totals)}")
 
 
-def drip(host, port, seconds):
-    s = connect(host, port)
+def drip_into(s, seconds):
+    """Sends DRIP a byte a second until the other end closes or seconds pass; (closed, elapsed)."""
     start = time.monotonic()
-    closed = False
     for b in DRIP:
         if time.monotonic() - start > float(seconds):
             break
         try:
             s.sendall(bytes([b]))
         except OSError:
-            closed = True
-            break
-        got, closed = read_until_closed(s, 1.0)
+            return True, time.monotonic() - start
+        _, closed = read_until_closed(s, 1.0)
         if closed:
-            break
-    print(f"closed={int(closed)} seconds={time.monotonic() - start:.1f}")
+            return True, time.monotonic() - start
+    return False, time.monotonic() - start
+
+
+def drip(host, port, seconds):
+    s = connect(host, port)
+    closed, elapsed = drip_into(s, seconds)
+    print(f"closed={int(closed)} seconds={elapsed:.1f}")
     s.close()
 
 
@@ -151,20 +155,8 @@ def drip_server(port, seconds):
     except socket.timeout:
         print("accepted=0")
         return
-    start = time.monotonic()
-    closed = False
-    for b in DRIP:
-        if time.monotonic() - start > float(seconds):
-            break
-        try:
-            c.sendall(bytes([b]))
-        except OSError:
-            closed = True
-            break
-        got, closed = read_until_closed(c, 1.0)
-        if closed:
-            break
-    print(f"accepted=1 closed={int(closed)} seconds={time.monotonic() - start:.1f}")
+    closed, elapsed = drip_into(c, seconds)
+    print(f"accepted=1 closed={int(closed)} seconds={elapsed:.1f}")
 
 
 def scan(host, port, n):

@@ -1,6 +1,7 @@
 package dev.rdmarun.runtime.engine;
 
 import dev.rdmarun.runtime.Access;
+import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.MemoryRegion;
 import dev.rdmarun.runtime.PendingOperation;
 import dev.rdmarun.runtime.PollingDispatcher;
@@ -459,9 +460,10 @@ public final class QpEngine {
      */
     private String portDown() {
         try {
-            PortAttributes p = qp.protectionDomain().context().queryPort(qp.port());
+            Context context = qp.protectionDomain().context();
+            PortAttributes p = context.queryPort(qp.port());
             if (p.state() == PortAttributes.PortState.ACTIVE) return null;
-            return "port " + qp.port() + " of " + qp.protectionDomain().context().deviceName() + " is " + p.state();
+            return "port " + qp.port() + " of " + context.deviceName() + " is " + p.state();
         } catch (RuntimeException e) {
             return null; // the device is gone too: the status says what there is to say
         }
