@@ -49,10 +49,7 @@ class PingpongExchangeSpec : FunSpec({
         val port = freePort()
         val connected = AtomicBoolean(false)
         val server = async { runCatching { exchange().asSoftServer(port, serverDest) { _, _ -> connected.set(true) } } }
-        Socket().use { s ->
-            while (true) {
-                try { s.connect(InetSocketAddress("127.0.0.1", port)); break } catch (e: java.net.ConnectException) { Thread.sleep(50) }
-            }
+        retryConnect(port).use { s ->
             s.getOutputStream().write(PingpongWire.encode(clientDest) + wire("Z".repeat(64) + "\u0000"))
             s.getInputStream().readAllBytes().size shouldBe 0 // no address in return
         }
