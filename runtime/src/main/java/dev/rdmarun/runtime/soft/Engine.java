@@ -1,5 +1,7 @@
 package dev.rdmarun.runtime.soft;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.concurrent.TimeUnit;
@@ -7,15 +9,33 @@ import java.util.concurrent.locks.LockSupport;
 import org.jctools.queues.atomic.MpscAtomicArrayQueue;
 
 /**
- * The "hardware" of one software context: a thread that does what an RNIC does behind the verbs.
- * It takes the packets that arrive for the context's QPs (responder and requester side), sends
- * what posted work requests ask for (rung by {@link #ring}), and runs the QPs' timers (RNR back-off,
- * ACK timeout). Posting and polling never wait for it: they only touch the QP's queues and the CQ.
+ * The "hardware" of one software context: what an RNIC does behind the verbs. It takes the
+ * packets that arrive for the context's QPs (responder and requester side), sends what posted work
+ * requests ask for (rung by {@link #ring}), and runs the QPs' timers (RNR back-off, ACK timeout).
+ *
+ * <p>Its state is owned by whichever thread holds the engine (a CAS on {@link #owner}, never
+ * waited for). A post or an arriving packet does the engine's round at once in the calling
+ * thread when the engine is free: a work request is on its way, and for a peer in this JVM already
+ * at its receive queue and CQ, when the post returns, with no thread hop (two hops per message
+ * through a sleeping engine thread made the in-memory round trip cost tens of microseconds). When
+ * the engine is busy, the work is queued for its holder or for the engine's own thread, which
+ * also runs the timers and whatever was left. Posting and polling never wait for the engine.
  */
 final class Engine implements Runnable {
     private static final int INBOUND_CAPACITY = 1 << 14;
     private static final int SPINS_BEFORE_PARK = 200;
     private static final long MAX_PARK_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+    /** Rounds a caller runs before it leaves the rest to the engine thread (a post stays short). */
+    private static final int INLINE_ROUNDS = 8;
+    private static final VarHandle OWNER;
+
+    static {
+        try {
+            OWNER = MethodHandles.lookup().findVarHandle(Engine.class, "owner", Thread.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     private final SoftContext context;
     private final Thread thread;
@@ -25,6 +45,11 @@ final class Engine implements Runnable {
     private final ArrayDeque<Packet> backlog = new ArrayDeque<>();
     /** QPs with a running timer; scanned each round (a context has few QPs with work in flight). */
     private final ArrayList<SoftQueuePair> timed = new ArrayList<>();
+    /** The thread that holds the engine's state, or null. */
+    @SuppressWarnings("unused") // through OWNER
+    private volatile Thread owner;
+    /** The earliest pending timer deadline the last round saw (0: none); read by the engine thread. */
+    private long nextDeadline;
     private volatile boolean running = true;
     private volatile boolean sleeping;
 
@@ -44,7 +69,7 @@ final class Engine implements Runnable {
     /** A packet for this context; false when the inbound queue is full (the sender retries). */
     boolean deliver(Packet p) {
         if (!inbound.offer(p)) return false;
-        wake();
+        kick();
         return true;
     }
 
@@ -52,32 +77,82 @@ final class Engine implements Runnable {
     void ring(SoftQueuePair qp) {
         if (qp.scheduled.compareAndSet(false, true)) {
             doorbells.offer(qp); // at most one entry per QP: the queue holds every QP the context may have
-            wake();
+            kick();
         }
     }
 
-    /** Sends over a link from the engine thread; a busy link keeps the packet in the backlog, in order. */
+    /** Sends over a link from the engine's holder; a busy link keeps the packet in the backlog, in order. */
     void send(Link link, Packet p) {
         if (backlog.isEmpty() && link.offer(p)) return;
         p.via = link;
         backlog.addLast(p);
     }
 
-    /** Runs the QP's timers from now on (engine thread). */
+    /** Runs the QP's timers from now on (engine's holder). */
     void timerStarted(SoftQueuePair qp) {
         if (!timed.contains(qp)) timed.add(qp);
+        // A caller's round: the engine thread may be parked for longer than this timer's delay.
+        if (!isEngineThread()) LockSupport.unpark(thread);
+    }
+
+    /**
+     * New work is queued: do it now in this thread if the engine is free, else leave it to the
+     * holder (when that is this thread, its round is running and takes it) or the engine thread.
+     */
+    private void kick() {
+        Thread me = Thread.currentThread();
+        if (owner == me) return;
+        if (!OWNER.compareAndSet(this, null, me)) {
+            wake();
+            return;
+        }
+        int rounds = 0;
+        do {
+            try {
+                if (!running) return;
+                while (round() > 0) {
+                    if (++rounds >= INLINE_ROUNDS) {
+                        wake();
+                        return;
+                    }
+                }
+            } finally {
+                OWNER.setVolatile(this, null);
+            }
+            // A producer that found the engine held after our last round queued its work for us:
+            // take it if the engine is still free (else its new holder or thread does).
+        } while (hasWork() && OWNER.compareAndSet(this, null, me));
+    }
+
+    private boolean hasWork() {
+        return !inbound.isEmpty() || !doorbells.isEmpty() || !backlog.isEmpty();
     }
 
     private void wake() {
         if (sleeping) LockSupport.unpark(thread);
     }
 
+    /** One round of the engine's work (its holder only); returns how much it did. */
+    private int round() {
+        int work = flushBacklog() + handleInbound() + transmit();
+        nextDeadline = runTimers();
+        return work;
+    }
+
     @Override
     public void run() {
         int idle = 0;
         while (running) {
-            int work = flushBacklog() + handleInbound() + transmit();
-            long nextDeadline = runTimers();
+            int work = 0;
+            long deadline = 0;
+            if (OWNER.compareAndSet(this, null, thread)) {
+                try {
+                    work = round();
+                    deadline = nextDeadline;
+                } finally {
+                    OWNER.setVolatile(this, null);
+                }
+            }
             if (work > 0) {
                 idle = 0;
                 continue;
@@ -89,14 +164,15 @@ final class Engine implements Runnable {
             sleeping = true;
             // Re-check after announcing the sleep: a producer that saw sleeping == false did not unpark.
             if (inbound.isEmpty() && doorbells.isEmpty() && running) {
-                long park = nextDeadline == 0 ? MAX_PARK_NANOS
-                        : Math.min(MAX_PARK_NANOS, Math.max(0, nextDeadline - System.nanoTime()));
+                long park = deadline == 0 ? MAX_PARK_NANOS
+                        : Math.min(MAX_PARK_NANOS, Math.max(0, deadline - System.nanoTime()));
                 if (park > 0) LockSupport.parkNanos(this, park);
             }
             sleeping = false;
             idle = 0;
         }
-        // Stopped: return what is still queued to its pools.
+        // Stopped: once no caller holds the engine, return what is still queued to its pools.
+        while (!OWNER.compareAndSet(this, null, thread)) Thread.onSpinWait();
         Packet p;
         while ((p = inbound.poll()) != null) p.release();
         while ((p = backlog.pollFirst()) != null) p.release();

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# How soon a cached script reaches its first verbs call (issue 9's goal: 0.5 s on the host), for
+# BENCHMARKS.md; not run by CI:
+#
+#   bench/startup.sh [RUNS] [SCRIPT]        default: 5 runs of samples/card.main.kts
+#
+# Runs `bin/rdma-run SCRIPT --loopback -d soft0 --set iterations=1` once to fill the compiled-script
+# cache, then RUNS times with the JVM's class-loading log (-Xlog:class+load, uptime decoration).
+# The first verbs call is the moment the session opens the device list, so the uptime at which
+# dev.rdmarun.runtime.DeviceList is loaded is the time from the JVM's start to that call (the
+# JVM's own start-up before its clock starts, a few milliseconds, is not counted). Prints each
+# run's figure and whole wall time, then `first_verbs_call_s=` (median).
+# Build first: ./mvnw -DskipTests package (the AOT cache, scripts/target/rdma-run.aot, is used).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+runs=${1:-5}
+script=${2:-$root/samples/card.main.kts}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"$root/bin/rdma-run" "$script" --loopback -d soft0 --set iterations=1 >/dev/null 2>&1
+firsts=()
+for ((i = 1; i <= runs; i++)); do
+  t0=$(date +%s.%N)
+  RDMA_RUN_JAVA_OPTS="${RDMA_RUN_JAVA_OPTS-} -Xlog:class+load:file=$log:uptime" \
+    "$root/bin/rdma-run" "$script" --loopback -d soft0 --set iterations=1 >/dev/null 2>&1
+  wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.3f", b - a}')
+  first=$(grep -m1 'dev.rdmarun.runtime.DeviceList ' "$log" | sed 's/^\[\([0-9.]*\)s\].*/\1/')
+  echo "run $i: first verbs call at ${first:-?} s, whole run ${wall} s"
+  firsts+=("${first:-0}")
+done
+printf '%s\n' "${firsts[@]}" | sort -g | awk '{a[NR]=$1} END {print "first_verbs_call_s=" a[int((NR+1)/2)]}'
