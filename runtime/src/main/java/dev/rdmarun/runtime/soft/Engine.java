@@ -52,6 +52,10 @@ final class Engine implements Runnable {
     private long nextDeadline;
     private volatile boolean running = true;
     private volatile boolean sleeping;
+    /** When the parked engine thread wakes on its own (0: not parked, or not known yet). */
+    private volatile long parkUntil;
+    /** The earliest timer started by a caller's round since the engine thread's last round (0: none). */
+    private volatile long wakeBy;
 
     Engine(SoftContext context, String name) {
         this.context = context;
@@ -88,11 +92,18 @@ final class Engine implements Runnable {
         backlog.addLast(p);
     }
 
-    /** Runs the QP's timers from now on (engine's holder). */
-    void timerStarted(SoftQueuePair qp) {
+    /** Runs the QP's timers from now on; the first is due at {@code deadline} (engine's holder). */
+    void timerStarted(SoftQueuePair qp, long deadline) {
         if (!timed.contains(qp)) timed.add(qp);
-        // A caller's round: the engine thread may be parked for longer than this timer's delay.
-        if (!isEngineThread()) LockSupport.unpark(thread);
+        if (isEngineThread()) return; // its next park accounts for it
+        // Started in a caller's round: the engine thread may be parked past it. Wake it only then
+        // (not for every message's ACK timer), or when its park time is not known yet.
+        long by = wakeBy;
+        if (by == 0 || deadline - by < 0) wakeBy = deadline;
+        if (sleeping) {
+            long until = parkUntil;
+            if (until == 0 || deadline - until < 0) LockSupport.unpark(thread);
+        }
     }
 
     /**
@@ -101,11 +112,10 @@ final class Engine implements Runnable {
      */
     private void kick() {
         Thread me = Thread.currentThread();
-        if (owner == me) return;
-        if (!OWNER.compareAndSet(this, null, me)) {
-            wake();
-            return;
-        }
+        // Held by this thread: its round is running and takes the work. Held by another: every
+        // holder looks at the queues again after it lets go (a caller below, the engine thread in
+        // its idle loop), so the work is taken without waking anyone.
+        if (owner == me || !OWNER.compareAndSet(this, null, me)) return;
         int rounds = 0;
         do {
             try {
@@ -145,6 +155,7 @@ final class Engine implements Runnable {
         while (running) {
             int work = 0;
             long deadline = 0;
+            wakeBy = 0; // a round sees every timer in `timed`
             if (OWNER.compareAndSet(this, null, thread)) {
                 try {
                     work = round();
@@ -164,9 +175,13 @@ final class Engine implements Runnable {
             sleeping = true;
             // Re-check after announcing the sleep: a producer that saw sleeping == false did not unpark.
             if (inbound.isEmpty() && doorbells.isEmpty() && running) {
-                long park = deadline == 0 ? MAX_PARK_NANOS
-                        : Math.min(MAX_PARK_NANOS, Math.max(0, deadline - System.nanoTime()));
+                long now = System.nanoTime();
+                long by = wakeBy;
+                if (by != 0 && (deadline == 0 || by - deadline < 0)) deadline = by;
+                long park = deadline == 0 ? MAX_PARK_NANOS : Math.min(MAX_PARK_NANOS, Math.max(0, deadline - now));
+                parkUntil = now + park;
                 if (park > 0) LockSupport.parkNanos(this, park);
+                parkUntil = 0;
             }
             sleeping = false;
             idle = 0;

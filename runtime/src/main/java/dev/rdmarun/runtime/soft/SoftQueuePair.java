@@ -409,7 +409,7 @@ final class SoftQueuePair extends QueuePair {
                 if (readOrAtomic) readAtomicInFlight++;
                 if (ackDeadline == 0 && ackTimeoutNanos > 0) {
                     ackDeadline = System.nanoTime() + ackTimeoutNanos;
-                    context.engine.timerStarted(this);
+                    context.engine.timerStarted(this, ackDeadline);
                 }
                 context.engine.send(link, p);
             }
@@ -494,7 +494,7 @@ final class SoftQueuePair extends QueuePair {
                 }
                 rewind();
                 rnrDeadline = System.nanoTime() + rnrDelayNanos(p.rnrTimer);
-                context.engine.timerStarted(this);
+                context.engine.timerStarted(this, rnrDeadline);
             }
             case Packet.NAK_REMOTE_ACCESS -> completeWithError(w, WcStatus.REM_ACCESS_ERR);
             case Packet.NAK_REMOTE_OPERATIONAL -> completeWithError(w, WcStatus.REM_OP_ERR);
