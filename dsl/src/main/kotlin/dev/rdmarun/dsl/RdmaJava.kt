@@ -69,6 +69,7 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     val peer: Peer get() = s.peer
     fun param(name: String, default: String) = s.param(name, default)
     fun intParam(name: String, default: Int) = s.intParam(name, default)
+    fun sizeParam(name: String, default: Int) = s.sizeParam(name, default)
 
     fun connect(peer: Peer) = on(thread) { s.connect(peer) }
     fun barrier() = on(thread) { s.barrier() }

@@ -24,6 +24,8 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     private var settings = ScenarioSettings()
     private var session: Session? = null
     private var connectCalled = false
+    /** The script called bufferSize(n): the `size` parameter then leaves the buffers alone. */
+    private var bufferSizeSet = false
 
     /** The role of the peer given to connect (under --check there is no session to ask). */
     private var connectedRole: Role? = null
@@ -123,7 +125,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun qps(n: Int) = setting("qps($n)") { it.copy(qps = n) }
     override fun sharedCq() = setting("sharedCq()") { it.copy(cqMode = CqMode.SHARED) }
     override fun perQpCq() = setting("perQpCq()") { it.copy(cqMode = CqMode.PER_QP) }
-    override fun bufferSize(bytes: Int) = setting("bufferSize($bytes)") { it.copy(bufferSize = bytes) }
+    override fun bufferSize(bytes: Int) = setting("bufferSize($bytes)") { bufferSizeSet = true; it.copy(bufferSize = bytes) }
     override fun bufferCount(n: Int) = setting("bufferCount($n)") { it.copy(bufferCount = n) }
     override fun sendDepth(n: Int) = setting("sendDepth($n)") { it.copy(sendDepth = n) }
     override fun recvDepth(n: Int) = setting("recvDepth($n)") { it.copy(recvDepth = n) }
@@ -144,7 +146,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override suspend fun connect(peer: Peer) {
         if (connectCalled) throw ScenarioException("connect() is called twice: a scenario has one control connection")
         connectCalled = true
-        val effective = options.overrides.applyTo(settings)
+        val effective = options.overrides.applyTo(StandardParameters.applyTo(settings, options.parameters, bufferSizeSet))
         settings = effective
         Validation.checkSettings(effective)
         val plan = ScenarioPlan(effective, peer, options.parameters.toSortedMap(), options.scenarioSource?.let { Fingerprint.sha256(it) },

@@ -75,7 +75,17 @@ interface CommonScope {
 
     /** [param] as a whole number; anything else is an error that names the parameter. */
     fun intParam(name: String, default: Int): Int =
-        param(name, default.toString()).let { it.toIntOrNull() ?: throw ScenarioException("parameter $name must be a whole number, not '$it'") }
+        param(name, default.toString()).let { it.toIntOrNull() ?: throw ScenarioException("parameter $name must be a whole number, not '${printable(it)}'") }
+
+    /**
+     * [param] as a size in bytes: a whole number, or one with a suffix K, M or G (KiB, MiB, GiB:
+     * powers of 1024), as the launcher's `-s 4K` gives it; anything else is an error that names the parameter.
+     */
+    fun sizeParam(name: String, default: Int): Int =
+        param(name, default.toString()).let {
+            StandardParameters.parseSize(it)
+                ?: throw ScenarioException("parameter $name must be a size in bytes like 4096, 4K or 1M, not '${printable(it)}'")
+        }
 
 }
 

@@ -4,7 +4,9 @@ import com.github.ajalt.clikt.core.Context
 import com.github.ajalt.clikt.core.ProgramResult
 import com.github.ajalt.clikt.core.terminal
 import com.github.ajalt.clikt.parameters.arguments.argument
+import com.github.ajalt.clikt.core.UsageError
 import com.github.ajalt.clikt.parameters.groups.mutuallyExclusiveOptions
+import com.github.ajalt.clikt.parameters.groups.provideDelegate
 import com.github.ajalt.clikt.parameters.groups.single
 import com.github.ajalt.clikt.parameters.options.convert
 import com.github.ajalt.clikt.parameters.options.flag
@@ -23,6 +25,8 @@ import dev.rdmarun.dsl.ScenarioMonitor
 import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.dsl.SettingsOverrides
 import dev.rdmarun.dsl.ControlToken
+import dev.rdmarun.dsl.StandardParameters
+import dev.rdmarun.dsl.printable
 import dev.rdmarun.dsl.describeFailure
 import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.runtime.soft.SoftDevice
@@ -84,7 +88,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             .switch("--loopback" to Mode.Loopback),
     ).single()
     private val device by option("-d", "--ib-dev", metavar = "DEV", help = "RDMA device (default: the scenario's choice, else the first one)")
-    private val gidIndex by option("-g", "--gid-idx", metavar = "GIDX",
+    private val gidIndex by option("-g", "--gid-idx", "-x", "--gid-index", metavar = "GIDX",
         help = "Local GID index (default: the first RoCE v2 IPv4 GID, see `rdma-run gids`)").int().restrictTo(0..255)
     private val ibPort by option("-i", "--ib-port", metavar = "IBPORT", help = "Port of the device (default 1)").int().restrictTo(1..255)
     private val parameters by option("--set", metavar = "NAME=VALUE",
@@ -113,6 +117,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         help = "Only compile the script and run it up to connect(peer): validate the settings and print what connect would create; touches no device. " +
             "The script's top-level code (and its rdma { } block up to connect) does run: check only scripts you would run")
         .flag()
+    private val listParameters by option("--params",
+        help = "List the parameters the script reads (with their defaults, docs and the flags that set them) and exit").flag()
+    private val perftest by PerftestOptions()
     private val debugFlag by option("--debug", help = "On errors, print the stack trace too; say whether the compiled script came from the cache").flag()
 
     override val debugOption get() = debugFlag
@@ -132,18 +139,61 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val host = ScenarioScriptHost(scriptCache) { say("rdma-run: $it", err = true) }
         host.debug = debug
         val compiled = compile(host)
+        val source = script.readText()
+        val declared = ScriptParameters.of(source)
+        if (listParameters) return listParameters(declared)
+        val given = givenParameters(declared)
         val options = RdmaOptions(
-            parameters = parameters.toMap(),
+            parameters = given,
             overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
-            scenarioSource = script.readText(), // both peers must run the same script: its digest is in the fingerprint
+            scenarioSource = source, // both peers must run the same script: its digest is in the fingerprint
             token = token,
         )
-        val given = mode
-        val withPeer = options.copy(peer = (given as? Mode.Side)?.peer)
-        when {
-            check -> check(host, compiled, withPeer)
-            given == Mode.Loopback -> loopback(host, compiled, options)
-            else -> oneSide(host, compiled, withPeer)
+        val chosen = mode
+        val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
+        // -a: the script once per size, each a scenario of its own (connection and results).
+        val runs = if (perftest.all && !check) PerftestOptions.SWEEP_SIZES.map { size ->
+            size to withPeer.copy(parameters = given + (StandardParameters.SIZE to size.toString()))
+        } else listOf(null to withPeer)
+        for ((size, run) in runs) {
+            if (size != null) say("rdma-run ${script.name}: -a: message size $size bytes", err = true)
+            when {
+                check -> check(host, compiled, run)
+                chosen == Mode.Loopback -> loopback(host, compiled, run.copy(peer = null))
+                else -> oneSide(host, compiled, run)
+            }
+        }
+    }
+
+    /**
+     * `--set` and perftest's flags as one map; a name given both ways, or one the script does not
+     * read ([ScriptParameters]), is a usage error.
+     */
+    private fun givenParameters(declared: ScriptParameters): Map<String, String> {
+        val sets = parameters.toMap()
+        val flagged = perftest.parameters()
+        flagged.keys.firstOrNull { it in sets }?.let {
+            throw UsageError("${PerftestOptions.FLAGS[it]} and --set $it both give the parameter $it: give it once")
+        }
+        val given = sets + flagged
+        val names = given.keys + if (perftest.all) listOf(StandardParameters.SIZE) else emptyList()
+        declared.unknown(names, script.name) { name ->
+            if (name in flagged || (perftest.all && name == StandardParameters.SIZE)) PerftestOptions.FLAGS.getValue(name) else "--set $name"
+        }?.let { throw UsageError(it) }
+        return given
+    }
+
+    /** `--params`: what the script reads, with defaults, docs and the flags that set them. */
+    private fun listParameters(declared: ScriptParameters) {
+        val rows = declared.read.values.map { p ->
+            listOf(p.name, p.default.ifEmpty { "-" }, PerftestOptions.FLAGS[p.name]?.substringBefore('/') ?: "", p.doc)
+        }
+        val widths = (0..2).map { c -> (rows.map { it[c].length } + listOf("NAME", "DEFAULT", "FLAG")[c].length).max() }
+        fun line(cells: List<String>) = cells.take(3).mapIndexed { c, t -> t.padEnd(widths[c]) }.joinToString("  ") + "  " + cells[3]
+        say(line(listOf("NAME", "DEFAULT", "FLAG", "DOC")).trimEnd())
+        rows.forEach { say(printable(line(it).trimEnd())) }
+        if (declared.incomplete) {
+            say("(${script.name} also reads parameters whose names it computes: --set names are not checked against this list)")
         }
     }
 

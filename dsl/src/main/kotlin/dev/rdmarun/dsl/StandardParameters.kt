@@ -1,0 +1,68 @@
+package dev.rdmarun.dsl
+
+/**
+ * The parameters every scenario understands, with the names perftest users know: the launcher's
+ * `-s`, `-n`, `-q`, `-t`, `-D`, `-I` set them (as `--set` does), and the DSL itself reads them, so a
+ * script need not: `repeat { }` reads [ITERATIONS] and [SECONDS]; at `connect(peer)`, [QPS],
+ * [DEPTH] and [INLINE], when given, replace what `qps(n)`, `sendDepth(n)` and `inlineThreshold(n)`
+ * said (the script's numbers are the defaults), and [SIZE] is the buffer size of a script that
+ * does not call `bufferSize(n)` (so `send()` moves [SIZE] bytes). A script reads them as it reads any
+ * parameter (`sizeParam("size", 4096)`) to use them otherwise.
+ */
+object StandardParameters {
+    /** Message size in bytes (`-s`), suffixes allowed: `4K`, `1M`. */
+    const val SIZE = "size"
+
+    /** Rounds of `repeat { }` (`-n`). */
+    const val ITERATIONS = "iterations"
+
+    /** Seconds `repeat { }` runs for instead (`-D`). */
+    const val SECONDS = "seconds"
+
+    /** QPs (`-q`). */
+    const val QPS = "qps"
+
+    /** Send queue depth (`-t`). */
+    const val DEPTH = "depth"
+
+    /** Largest inline send or write in bytes (`-I`). */
+    const val INLINE = "inline"
+
+    /** The names the DSL reads at `connect(peer)` in every scenario. */
+    val READ_AT_CONNECT: List<String> = listOf(QPS, DEPTH, INLINE)
+
+    private val SIZE_TEXT = Regex("(\\d+)\\s*([kmg]i?b?|b)?", RegexOption.IGNORE_CASE)
+
+    /**
+     * `4096`, `4K`, `4KiB`, `1M`, `1g` (powers of 1024) as bytes; null when [text] is not such a
+     * size or does not fit in an Int.
+     */
+    fun parseSize(text: String): Int? {
+        val m = SIZE_TEXT.matchEntire(text.trim()) ?: return null
+        val shift = when (m.groupValues[2].firstOrNull()?.lowercaseChar()) {
+            'k' -> 10
+            'm' -> 20
+            'g' -> 30
+            else -> 0
+        }
+        val n = m.groupValues[1].toLongOrNull() ?: return null
+        val bytes = n shl shift
+        return if (n < (1L shl (62 - shift)) && bytes <= Int.MAX_VALUE) bytes.toInt() else null
+    }
+
+    /** [settings] with the standard parameters of [parameters] applied (see the class). */
+    internal fun applyTo(settings: ScenarioSettings, parameters: Map<String, String>, bufferSizeSet: Boolean): ScenarioSettings {
+        fun whole(name: String): Int? = parameters[name]?.let {
+            it.trim().toIntOrNull() ?: throw ScenarioException("parameter $name must be a whole number, not '${printable(it)}'")
+        }
+        var s = settings
+        whole(QPS)?.let { s = s.copy(qps = it) }
+        whole(DEPTH)?.let { s = s.copy(sendDepth = it) }
+        whole(INLINE)?.let { s = s.copy(inlineThreshold = it) }
+        if (!bufferSizeSet) parameters[SIZE]?.let { text ->
+            s = s.copy(bufferSize = parseSize(text)
+                ?: throw ScenarioException("parameter $SIZE must be a size in bytes like 4096, 4K or 1M, not '${printable(text)}'"))
+        }
+        return s
+    }
+}
