@@ -1,8 +1,8 @@
 // pingpong-lat: send/receive ping-pong latency on one RC QP, like ib_send_lat. The client sends
 // `size` bytes, the server answers with as many, `iterations` times after `warmup` unmeasured
 // rounds; each side waits only for the peer's message (sends are inline when they fit and
-// selectively signaled, as perftest does). The client's `rtt` line gives the round-trip
-// percentiles; one way is half of it.
+// selectively signaled, as perftest does). The client's `rtt one way` line gives perftest's
+// figures (half the round trip, measureRoundTrip), the `rtt RTT` line the round trip.
 //
 //   server: bin/rdma-run samples/pingpong-lat.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/pingpong-lat.main.kts --peer 10.77.0.1 -d rxe0
@@ -28,7 +28,7 @@ rdma {
                     send(size)
                     receive()
                 } else {
-                    measure("rtt") {
+                    measureRoundTrip("rtt") {
                         send(size)
                         receive()
                     }

@@ -221,7 +221,14 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     override suspend fun <T> measure(name: String, block: suspend () -> T): T {
         val t0 = System.nanoTime()
         val result = block()
-        counters.recordSection(name, System.nanoTime() - t0)
+        counters.recordSection(name, System.nanoTime() - t0, roundTrip = false)
+        return result
+    }
+
+    override suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T {
+        val t0 = System.nanoTime()
+        val result = block()
+        counters.recordSection(name, System.nanoTime() - t0, roundTrip = true)
         return result
     }
 

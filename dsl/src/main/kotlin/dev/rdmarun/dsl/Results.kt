@@ -19,6 +19,12 @@ data class LatencySummary(
     val p99Nanos: Long,
     val p999Nanos: Long,
     val maxNanos: Long,
+    /** Standard deviation. */
+    val stdevNanos: Double = 0.0,
+    /** Recorded with measureRoundTrip: the values are round trips, reported one way (halved) beside them. */
+    val roundTrip: Boolean = false,
+    /** HdrHistogram's compressed V2 encoding of the recorded values (nanoseconds), base64: `--histogram`, reports. */
+    val histogram: String? = null,
 ) {
     companion object {
         fun of(h: Histogram): LatencySummary? = if (h.totalCount == 0L) null else LatencySummary(
@@ -30,7 +36,19 @@ data class LatencySummary(
             p99Nanos = h.getValueAtPercentile(99.0),
             p999Nanos = h.getValueAtPercentile(99.9),
             maxNanos = h.maxValue,
+            stdevNanos = h.stdDeviation,
+            histogram = encode(h),
         )
+
+        private fun encode(h: Histogram): String {
+            val buffer = java.nio.ByteBuffer.allocate(h.neededByteBufferCapacity)
+            val n = h.encodeIntoCompressedByteBuffer(buffer)
+            return java.util.Base64.getEncoder().encodeToString(buffer.array().copyOf(n))
+        }
+
+        /** The histogram of [histogram] back (nanoseconds). */
+        fun decode(histogram: String): Histogram =
+            Histogram.decodeFromCompressedByteBuffer(java.nio.ByteBuffer.wrap(java.util.Base64.getDecoder().decode(histogram)), 0)
     }
 }
 
@@ -56,6 +74,35 @@ data class TrafficResult(
     val latency: LatencySummary?,
 )
 
+/** One QP's connection as the header of the results shows it (perftest's local and remote address lines). */
+@Serializable
+data class QpConnection(
+    val index: Int,
+    val localQpn: Int,
+    val remoteQpn: Int,
+    val localPsn: Int,
+    val remotePsn: Int,
+    val remoteGid: String,
+)
+
+/** The device, port and QPs a scenario ran on, for the header of its results (perftest's) and the JSON. */
+@Serializable
+data class ConnectionInfo(
+    val device: String,
+    /** True for soft0, rdma-run's software provider. */
+    val software: Boolean,
+    val firmware: String,
+    val port: Int,
+    /** "Ethernet" (RoCE) or "InfiniBand". */
+    val linkLayer: String,
+    /** The path MTU the QPs use, in bytes. */
+    val mtu: Int,
+    val gidIndex: Int,
+    val gid: String,
+    val transport: String = "RC",
+    val qps: List<QpConnection>,
+)
+
 /**
  * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` for --json.
  * [durationNanos] runs from the end of connect(peer) until both sides finished (their work
@@ -70,6 +117,14 @@ data class ScenarioResult(
     val total: TrafficResult,
     /** `measure(name) { }` sections, all QPs merged. */
     val sections: Map<String, LatencySummary>,
+    /** Device, port and QPs (absent when the run did not connect: `--check`). */
+    val connection: ConnectionInfo? = null,
+    /** The parameters this scenario saw. */
+    val parameters: Map<String, String> = emptyMap(),
+    /** The plan fingerprint both peers matched. */
+    val fingerprint: String? = null,
+    /** The message size, when every work request moved the same number of bytes. */
+    val messageSize: Int? = null,
 ) {
     val seconds: Double get() = durationNanos / 1e9
 
@@ -83,16 +138,35 @@ data class ScenarioResult(
         }
     }
 
+    /** Bytes per message, averaged over what this side sent and received (exact when all are one size); 0 when none moved. */
+    val averageMessageSize: Long
+        get() {
+            val messages = total.operations + total.messagesReceived
+            return if (messages == 0L) 0 else (total.bytesSent + total.bytesReceived) / messages
+        }
+
     /**
-     * perftest-style: a header line (side, device, QPs, duration), one row per QP (when there are
-     * several) and the total, then one line per `measure` section. Bandwidth in Gb/s, message
-     * rate (work requests completed plus messages received) in Mpps, latencies in microseconds.
+     * perftest-style, in four parts: a header (side, device, firmware, port, link layer,
+     * transport, QPs, MTU, GID index, then each QP's local and remote QPN, PSN and GID, as
+     * perftest prints its address lines); rdma-run's per-QP traffic table; perftest's bandwidth
+     * line (`#bytes #iterations BW peak BW average MsgRate`, for the direction that moved more bytes); and perftest's latency line for the
+     * work-request latency and each `measure` section (`t_min t_max t_typical t_avg t_stdev 99%
+     * 99.9%`, microseconds). Bandwidth in MB/s (2^20 bytes, as perftest) or, with [gbits], Gb/s;
+     * [peakBytesPerSecond] is the best interval's rate when the launcher sampled intervals.
      */
-    fun table(): String = buildString {
+    fun table(gbits: Boolean = false, peakBytesPerSecond: Double? = null): String = buildString {
         val header = String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
             "BW out[Gb/s]", "BW in[Gb/s]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]")
         val rule = "-".repeat(header.length)
         appendLine(String.format(Locale.ROOT, "%s on %s: %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds))
+        connection?.let { c ->
+            appendLine(String.format(Locale.ROOT, " Device: %s%s, firmware %s, port %d, link %s, transport %s, MTU %d, GID index %d",
+                c.device, if (c.software) " (software)" else "", c.firmware.ifEmpty { "-" }, c.port, c.linkLayer, c.transport, c.mtu, c.gidIndex))
+            for (q in c.qps) {
+                appendLine(String.format(Locale.ROOT, " local address:  QP %d QPN 0x%06x PSN 0x%06x GID %s", q.index, q.localQpn, q.localPsn, c.gid))
+                appendLine(String.format(Locale.ROOT, " remote address: QP %d QPN 0x%06x PSN 0x%06x GID %s", q.index, q.remoteQpn, q.remotePsn, q.remoteGid))
+            }
+        }
         appendLine(rule)
         appendLine(header)
         for (t in (if (qps.size > 1) qps else emptyList()) + total) {
@@ -103,15 +177,37 @@ data class ScenarioResult(
         if (total.messagesNotReceived > 0) {
             appendLine(" ${total.messagesNotReceived} message${if (total.messagesNotReceived == 1L) "" else "s"} arrived that no receive() took")
         }
-        for ((name, l) in sections.toSortedMap()) {
-            appendLine(String.format(Locale.ROOT, " %s[us]: %d samples, min %s, mean %s, p50 %s, p90 %s, p99 %s, p99.9 %s, max %s",
-                name, l.count, us(l.minNanos), fixed(l.meanNanos / 1000, 2), us(l.p50Nanos), us(l.p90Nanos), us(l.p99Nanos),
-                us(l.p999Nanos), us(l.maxNanos)))
+        appendLine(rule)
+        val unit = if (gbits) "Gb/sec" else "MB/sec"
+        fun rate(bytesPerSecond: Double) = if (gbits) fixed(bytesPerSecond * 8 / 1e9, 2) else fixed(bytesPerSecond / (1 shl 20), 2)
+        // perftest reports one direction: here the one that moved more bytes on this side.
+        val sending = total.bytesSent >= total.bytesReceived
+        val messages = if (sending) total.operations else total.messagesReceived
+        val average = if (seconds > 0) maxOf(total.bytesSent, total.bytesReceived) / seconds else 0.0
+        appendLine(String.format(Locale.ROOT, PERF_BW_ROW, "#bytes", "#iterations", "BW peak[$unit]", "BW average[$unit]", "MsgRate[Mpps]"))
+        appendLine(String.format(Locale.ROOT, PERF_BW_ROW, averageMessageSize, messages,
+            peakBytesPerSecond?.let { rate(maxOf(it, average)) } ?: "-", rate(average), fixed(total.mpps, 6)))
+        val latencies = listOfNotNull(total.latency?.let { "work requests" to it }) + sections.toSortedMap().toList()
+        if (latencies.isNotEmpty()) {
+            appendLine(String.format(Locale.ROOT, PERF_LAT_ROW, "latency", "#bytes", "#iterations", "t_min[usec]", "t_max[usec]",
+                "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99%[usec]", "99.9%[usec]"))
+            for ((name, l) in latencies) {
+                fun row(label: String, d: Double) = appendLine(String.format(Locale.ROOT, PERF_LAT_ROW, label, averageMessageSize, l.count,
+                    fixed(l.minNanos / d / 1000, 2), fixed(l.maxNanos / d / 1000, 2), fixed(l.p50Nanos / d / 1000, 2),
+                    fixed(l.meanNanos / d / 1000, 2), fixed(l.stdevNanos / d / 1000, 2), fixed(l.p99Nanos / d / 1000, 2),
+                    fixed(l.p999Nanos / d / 1000, 2)))
+                if (l.roundTrip) {
+                    row("$name one way", 2.0)
+                    row("$name RTT", 1.0)
+                } else row(name, 1.0)
+            }
         }
         append(rule)
     }
 }
 
+private const val PERF_BW_ROW = " %-10s %-12s %-20s %-22s %s"
+private const val PERF_LAT_ROW = " %-14s %-8s %-12s %-12s %-12s %-16s %-12s %-14s %-10s %s"
 private const val TABLE_ROW = " %-5s %14s %14s %11s %10s %13s %12s %14s  %s"
 
 private fun us(ns: Long): String = fixed(ns / 1000.0, 2)
@@ -125,8 +221,18 @@ private fun fixed(x: Double, decimals: Int): String = String.format(Locale.ROOT,
 internal class QpCounters(private val stats: QpStats? = null) {
     val sections = HashMap<String, Histogram>()
 
-    fun recordSection(name: String, nanos: Long) {
-        sections.getOrPut(name) { Histogram(3) }.recordValue(nanos.coerceAtLeast(0))
+    /** Sections recorded with measureRoundTrip: reported one way. */
+    val roundTrips = HashSet<String>()
+
+    fun recordSection(name: String, nanos: Long, roundTrip: Boolean) {
+        val h = sections[name] ?: Histogram(3).also {
+            sections[name] = it
+            if (roundTrip) roundTrips += name
+        }
+        if ((name in roundTrips) != roundTrip) {
+            throw ScenarioException("section $name is measured both with measure and with measureRoundTrip: give them different names")
+        }
+        h.recordValue(nanos.coerceAtLeast(0))
     }
 
     private class Totals {
@@ -166,10 +272,12 @@ internal class QpCounters(private val stats: QpStats? = null) {
             val seconds = durationNanos / 1e9
             val total = Totals()
             val sections = HashMap<String, Histogram>()
+            val roundTrips = HashSet<String>()
             val each = perQp.mapIndexed { i, c ->
                 val t = Totals()
                 c.stats?.let { t.add(it); total.add(it) }
                 for ((name, h) in c.sections) sections.getOrPut(name) { Histogram(3) }.add(h)
+                roundTrips += c.roundTrips
                 t.toResult(i, seconds)
             }
             return ScenarioResult(
@@ -178,7 +286,7 @@ internal class QpCounters(private val stats: QpStats? = null) {
                 durationNanos = durationNanos,
                 qps = each,
                 total = total.toResult(null, seconds),
-                sections = sections.mapNotNull { (k, h) -> LatencySummary.of(h)?.let { k to it } }.toMap(),
+                sections = sections.mapNotNull { (k, h) -> LatencySummary.of(h)?.let { k to it.copy(roundTrip = k in roundTrips) } }.toMap(),
             )
         }
     }

@@ -195,8 +195,14 @@ interface QpScope : CommonScope {
     /** Work requests posted and not yet awaited. */
     val outstanding: Int
 
-    /** Records how long [block] takes in the latency section [name] of the results (e.g. a ping-pong round trip). */
+    /** Records how long [block] takes in the latency section [name] of the results. */
     suspend fun <T> measure(name: String, block: suspend () -> T): T
+
+    /**
+     * [measure] for a ping-pong's round trip: the results report section [name] one way (half the
+     * round trip, as perftest's latency tests do) with the round trip beside it.
+     */
+    suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T
 }
 
 /**

@@ -15,6 +15,7 @@ import dev.rdmarun.runtime.QpEndpoint
 import dev.rdmarun.runtime.QueuePair
 import dev.rdmarun.runtime.QueuePairConfig
 import dev.rdmarun.runtime.RemoteRegion
+import dev.rdmarun.runtime.PortAttributes
 import dev.rdmarun.runtime.RtrAttributes
 import dev.rdmarun.runtime.RtsAttributes
 import dev.rdmarun.runtime.WorkCompletions
@@ -92,6 +93,9 @@ internal class Session(
     /** The soft0 connection secret of this scenario: the server's choice, learnt by the client from its hello. */
     private var fabricKey: FabricKey? = null
     private var localMtu = Mtu.MTU_1024
+
+    /** Device, port and QPs once the QPs are connected: the results' header. */
+    private var connection: ConnectionInfo? = null
     private var barrierSeq = 0
     private var startNanos = 0L
 
@@ -311,6 +315,7 @@ internal class Session(
             }
             var mtu = Mtu.min(localMtu, endpoint.mtu())
             if (cap != null) mtu = Mtu.min(mtu, cap)
+            pathMtu = mtu
             val qp = d.engine.queuePair()
             qp.modifyToRtr(RtrAttributes.of(endpoint, settings.port, gidIndex, mtu).withMaxDestRdAtomic(incoming).withFabricKey(fabricKey))
             qp.modifyToRts(RtsAttributes.of(psns[d.index])
@@ -318,7 +323,29 @@ internal class Session(
                 .withRetry(settings.retryTimeout, settings.retryCount)
                 .withMaxRdAtomic(outgoing))
         }
+        val ctx = context!!
+        val port = ctx.queryPort(settings.port)
+        connection = ConnectionInfo(
+            device = deviceName,
+            software = ctx.isSoftware(),
+            firmware = ctx.queryDevice().firmwareVersion(),
+            port = settings.port,
+            linkLayer = when (port.linkLayer()) {
+                PortAttributes.LinkLayer.INFINIBAND -> "InfiniBand"
+                PortAttributes.LinkLayer.ETHERNET -> "Ethernet"
+                else -> "unspecified"
+            },
+            mtu = pathMtu.bytes(),
+            gidIndex = gidIndex,
+            gid = endpoints.firstOrNull()?.gid()?.toString() ?: "",
+            qps = drivers.map { d ->
+                val r = remote.qps[d.index]
+                QpConnection(d.index, d.engine.queuePair().qpNum(), r.qpn, psns[d.index], r.psn, Gid.parseHex(r.gid).toString())
+            },
+        )
     }
+
+    private var pathMtu = Mtu.MTU_1024
 
     private fun unmatched(completions: WorkCompletions, i: Int) {
         if (tearingDown || completions.isSuccess(i)) return
@@ -487,6 +514,7 @@ internal class Session(
         sendControl(Done(2))
         awaitControl(Done(2), "its final frame")
         return QpCounters.result(role, deviceName, end - startNanos, drivers.map { it.counters })
+            .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint)
     }
 
     /** The peer's per-QP message counts, checked against what can be true before any wait relies on them. */
