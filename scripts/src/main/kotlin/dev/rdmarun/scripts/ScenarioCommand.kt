@@ -23,6 +23,7 @@ import dev.rdmarun.dsl.RdmaOptions
 import dev.rdmarun.dsl.Role
 import dev.rdmarun.dsl.ScenarioMonitor
 import dev.rdmarun.dsl.ScenarioResult
+import dev.rdmarun.dsl.LatencySummary
 import dev.rdmarun.dsl.SettingsOverrides
 import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.dsl.StandardParameters
@@ -40,15 +41,12 @@ import dev.rdmarun.scripts.host.ScriptFailedException
 import java.io.Closeable
 import java.io.File
 import java.io.IOException
+import java.io.PrintStream
 import java.net.InetAddress
 import java.net.ServerSocket
 import java.util.Locale
 import kotlin.script.experimental.api.CompiledScript
 import kotlin.time.Duration
-import kotlinx.serialization.json.Json
-import kotlinx.serialization.json.JsonArray
-import kotlinx.serialization.json.JsonElement
-import kotlinx.serialization.json.JsonObject
 
 /**
  * `rdma-run FILE.main.kts ...` (the subcommand `run`): compiles a scenario script, or takes it from
@@ -69,6 +67,9 @@ import kotlinx.serialization.json.JsonObject
  * errors.
  */
 class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
+    /** Where `--json` goes: [file], or standard output when null (`--json -`). */
+    private data class JsonTarget(val file: File?)
+
     /** Who this process is in the scenario. */
     private sealed interface Mode {
         data class Side(val peer: Peer) : Mode
@@ -90,7 +91,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val device by option("-d", "--ib-dev", metavar = "DEV", help = "RDMA device (default: the scenario's choice, else the first one)")
     private val gidIndex by option("-g", "--gid-idx", "-x", "--gid-index", metavar = "GIDX",
         help = "Local GID index (default: the first RoCE v2 IPv4 GID, see `rdma-run gids`)").int().restrictTo(0..255)
-    private val ibPort by option("-i", "--ib-port", metavar = "IBPORT", help = "Port of the device (default 1)").int().restrictTo(1..255)
+    private val ibPort by option("--ib-port", metavar = "IBPORT", help = "Port of the device (default 1)").int().restrictTo(1..255)
     private val parameters by option("--set", metavar = "NAME=VALUE",
         help = "Script parameter, read with param()/intParam(); repeatable; both sides must give the same")
         .convert { text -> usage { parseParameter(text) } }
@@ -99,13 +100,21 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             val twice = sets.groupBy { it.first }.filterValues { it.size > 1 }.keys
             require(twice.isEmpty()) { "--set ${twice.first()} is given more than once" }
         }
-    private val json by option("--json", metavar = "FILE", help = "Also write the results to FILE as JSON")
-        .file(canBeDir = false)
-        .validate { f ->
+    private val json by option("--json", metavar = "FILE|-",
+        help = "Also write the results as JSON (schema 1, docs/results-json.md) to FILE, or with - to standard output (the rest then goes to standard error); written on failure too")
+        .convert { text -> JsonTarget(if (text == "-") null else File(text)) }
+        .validate { target ->
+            val f = target.file ?: return@validate
             val dir = f.absoluteFile.parentFile
             require(dir != null && dir.isDirectory) { "the folder of $f does not exist" }
             require(dir.canWrite() && (!f.exists() || f.canWrite())) { "$f is not writable" }
         }
+    private val interval by option("-i", "--interval", metavar = "SECONDS",
+        help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON")
+        .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it.isFinite() } ?: fail("'$text' is not a number of seconds of at least 0.1") }
+    private val histogram by option("--histogram", metavar = "FILE",
+        help = "Write the latency the results lead with (the first measure section, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
+        .file(canBeDir = false)
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Bound on control-path waits: connecting, the handshake, a silent peer (e.g. 30s, 2m, 500ms; default: the scenario's, else 30s)")
         .convert { text -> usage { parseTimeout(text) } }
@@ -151,16 +160,92 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         )
         val chosen = mode
         val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
-        // -a: the script once per size, each a scenario of its own (connection and results).
-        val runs = if (perftest.all && !check) PerftestOptions.SWEEP_SIZES.map { size ->
-            size to withPeer.copy(parameters = given + (StandardParameters.SIZE to size.toString()))
-        } else listOf(null to withPeer)
-        for ((size, run) in runs) {
-            if (size != null) say("rdma-run ${script.name}: -a: message size $size bytes", err = true)
-            when {
-                check -> check(host, compiled, run)
-                chosen == Mode.Loopback -> loopback(host, compiled, run.copy(peer = null))
-                else -> oneSide(host, compiled, run)
+        val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: "none",
+            script.path, source, given)
+        try {
+            // -a: the script once per size, each a scenario of its own (connection and results).
+            val runs = if (perftest.all && !check) PerftestOptions.SWEEP_SIZES.map { size ->
+                "size=$size" to withPeer.copy(parameters = given + (StandardParameters.SIZE to size.toString()))
+            } else listOf(null to withPeer)
+            for ((label, run) in runs) {
+                if (label != null) say("rdma-run ${script.name}: -a: $label", err = true)
+                runLabel = label
+                when {
+                    check -> check(host, compiled, run)
+                    chosen == Mode.Loopback -> loopback(host, compiled, run.copy(peer = null))
+                    else -> oneSide(host, compiled, run)
+                }
+            }
+        } catch (e: Throwable) {
+            if (!check) error = errorOf(e)
+            throw e
+        } finally {
+            if (!check) writeOutputs(start)
+        }
+    }
+
+    /** The `-a` size of the scenario running now (labels its results). */
+    private var runLabel: String? = null
+
+    /** Every scenario's results so far, in the order they ended (both sides of --loopback). */
+    private val documentRuns = ArrayList<ResultsRun>()
+
+    /** Why the command failed, for the JSON. */
+    private var error: ResultsError? = null
+
+    /** The last failure sentence printed for one side of --loopback (its exit is a bare status). */
+    @Volatile
+    private var lastFailure: String? = null
+
+    private fun errorOf(e: Throwable): ResultsError = when (e) {
+        is CommandFailure -> ResultsError(e.message ?: "failed", e.exitCode)
+        is ProgramResult -> ResultsError(lastFailure ?: "exit status ${e.statusCode}", e.statusCode)
+        is VerbsException -> ResultsError(oneLine(e), 1)
+        else -> ResultsError(e.message ?: e.toString(), 1)
+    }
+
+    /** A scenario ended on one side: print its table and keep it for the JSON. */
+    private fun ended(result: ScenarioResult, sampler: IntervalSampler?) {
+        val (intervals, peak) = sampler?.take() ?: (emptyList<IntervalRecord>() to null)
+        val run = ResultsRun(result.role.label, runLabel, intervals, peak, result)
+        synchronized(documentRuns) { documentRuns += run }
+    }
+
+    private fun table(run: ResultsRun) = run.end.table(gbits = perftest.reportGbits, peakBytesPerSecond = run.bwPeakBytesPerSecond)
+
+    /** `--json` and `--histogram`, when the command ends (failed or not). */
+    private fun writeOutputs(start: ResultsStart) {
+        val runs = synchronized(documentRuns) { documentRuns.toList() }
+        json?.let { target ->
+            val text = ResultsDocument(start = start, runs = runs, error = error).toJson()
+            val file = target.file
+            if (file == null) emit(text, err = false)
+            else try {
+                file.writeText(text + "\n")
+            } catch (e: IOException) {
+                throw CommandFailure("cannot write the results to $file: ${e.message}", 1, e)
+            }
+        }
+        histogram?.let { file -> writeHistograms(file, runs) }
+    }
+
+    /** One .hgrm per run: FILE for a single run, FILE-2, FILE-3... (before the extension) for the next ones. */
+    private fun writeHistograms(file: File, runs: List<ResultsRun>) {
+        runs.forEachIndexed { i, run ->
+            val (name, latency) = run.end.sections.toSortedMap().entries.firstOrNull()?.toPair()
+                ?: run.end.total.latency?.let { "work requests" to it } ?: return@forEachIndexed
+            val encoded = latency.histogram ?: return@forEachIndexed
+            val target = if (i == 0) file else File(file.parentFile, file.nameWithoutExtension + "-${i + 1}" +
+                (if (file.extension.isEmpty()) "" else ".${file.extension}"))
+            try {
+                PrintStream(target.outputStream(), false, Charsets.UTF_8).use { out ->
+                    out.println("# rdma-run ${script.name}: ${run.role}${run.label?.let { " ($it)" } ?: ""}, latency $name" +
+                        (if (latency.roundTrip) " (round trips)" else "") + ", microseconds")
+                    LatencySummary.decode(encoded).outputPercentileDistribution(out, 1000.0)
+                    if (out.checkError()) throw IOException("write failed")
+                }
+            } catch (e: IOException) {
+                throw CommandFailure("cannot write the histogram to $target: ${e.message}", 1, e)
             }
         }
     }
@@ -266,25 +351,31 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private fun oneSide(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
         val label = options.peer?.role?.label
         val monitor = runningNote(label)
-        val results = mutableListOf<ScenarioResult>()
-        val failure = withProgress(listOf((label ?: "run") to monitor)) {
-            interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
-                evaluate(host, compiled, options.copy(monitor = monitor)) { result ->
-                    results += result
-                    say(result.table())
-                    json?.let { writeJson(it, resultsJson(results)) } // after each scenario: a later failure loses nothing
+        var ran = 0
+        val failure = sampler(label ?: "run", monitor).use { sampler ->
+            withProgress(listOf((label ?: "run") to monitor)) {
+                interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
+                    evaluate(host, compiled, options.copy(monitor = monitor)) { result ->
+                        ran++
+                        ended(result, sampler)
+                        say(table(synchronized(documentRuns) { documentRuns.last() }))
+                    }
                 }
             }
         }
         interruption().check()
         if (failure != null) throw failed(failure)
-        if (results.isEmpty()) throw nothingToRun()
+        if (ran == 0) throw nothingToRun()
     }
+
+    /** Samples a side's totals for the peak bandwidth and `--interval` (lines only when stdout is not a terminal). */
+    private fun sampler(label: String, monitor: ScenarioMonitor) = IntervalSampler(monitor, label, interval,
+        print = if (interval != null && !terminal.terminalInfo.outputInteractive) { line -> say(line) } else null)
 
     /** One side of a --loopback run: its own thread, defaults, monitor and outcome. */
     private class LoopbackSide(val peer: Peer, val monitor: ScenarioMonitor) {
         val label = peer.role.label
-        val results = mutableListOf<ScenarioResult>()
+        val results = mutableListOf<ResultsRun>()
         var failure: Throwable? = null
         lateinit var thread: Thread
     }
@@ -316,12 +407,16 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         withProgress(sides.map { it.label to it.monitor }) {
             for (side in sides) {
                 side.thread = Thread.ofPlatform().name("rdma-run-${side.label}").start {
-                    side.failure = try {
-                        evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
-                            synchronized(side.results) { side.results += result }
+                    side.failure = sampler(side.label, side.monitor).use { sampler ->
+                        try {
+                            evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
+                                ended(result, sampler)
+                                val run = synchronized(documentRuns) { documentRuns.last { it.end === result } }
+                                synchronized(side.results) { side.results += run }
+                            }
+                        } catch (e: Throwable) {
+                            e // not the script's failure but the host's: still this side's, reported below
                         }
-                    } catch (e: Throwable) {
-                        e // not the script's failure but the host's: still this side's, reported below
                     }
                 }
             }
@@ -330,22 +425,20 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             }
         }
         interruption().check()
-        sides.forEach { side -> side.results.forEach { say(it.table()) } }
-        if (sides.any { it.results.isNotEmpty() }) {
-            json?.let { file -> writeJson(file, JsonObject(sides.associate { it.label to resultsJson(it.results) })) }
-        }
+        sides.forEach { side -> side.results.forEach { say(table(it)) } }
         val failed = sides.filter { it.failure != null }
         if (failed.isNotEmpty()) {
             for (side in failed) {
                 val cause = side.failure!!
                 val described = failed(cause)
+                lastFailure = "${side.label}: ${described.message}"
                 say("${if (described.namesFile) "rdma-run" else errorPrefix} (${side.label}): ${described.message}", err = true)
                 if (debug) say(cause.stackTraceToString().trimEnd(), err = true)
             }
             throw ProgramResult(1)
         }
         if (sides.all { it.results.isEmpty() }) throw nothingToRun()
-        val devices = sides.flatMap { s -> s.results.map { it.device } }.distinct()
+        val devices = sides.flatMap { s -> s.results.map { it.end.device } }.distinct()
         if (devices.isNotEmpty()) say("loopback on ${devices.joinToString()}: server and client succeeded")
     }
 
@@ -371,25 +464,14 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     override fun sayFromHook(text: String) = say(text, err = true)
 
-    /** Launcher output: above the progress line, when there is one. */
+    /** Launcher output: above the progress line, when there is one; on stderr when stdout carries the JSON (`--json -`). */
     private fun say(text: String, err: Boolean = false) {
+        val toErr = err || jsonToStdout
         val line = progress
-        if (line != null) line.above { emit(text, err) } else emit(text, err)
+        if (line != null) line.above { emit(text, toErr) } else emit(text, toErr)
     }
 
-    private fun writeJson(file: File, element: JsonElement) {
-        try {
-            file.writeText(JSON.encodeToString(JsonElement.serializer(), element) + "\n")
-        } catch (e: IOException) {
-            throw CommandFailure("cannot write the results to $file: ${e.message}", 1, e)
-        }
-    }
-
-    /** One scenario's result as [ScenarioResult.toJson] gives it; several (a script may run more than one) as an array. */
-    private fun resultsJson(results: List<ScenarioResult>): JsonElement {
-        val each = results.map { Json.parseToJsonElement(it.toJson()) }
-        return each.singleOrNull() ?: JsonArray(each)
-    }
+    private val jsonToStdout: Boolean get() = json?.let { it.file == null } ?: false
 
     companion object {
         const val NAME = "run"
@@ -400,7 +482,6 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         /** Compiler errors shown at most; the rest are counted. */
         const val MAX_DIAGNOSTICS = 10
 
-        private val JSON = Json { prettyPrint = true }
         private val PARAMETER_NAME = Regex("[A-Za-z_][A-Za-z0-9_.-]*")
 
         /** Lets a parse error of an option value become clikt's usage error. */
