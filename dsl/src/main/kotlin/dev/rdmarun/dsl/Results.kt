@@ -123,8 +123,6 @@ data class ScenarioResult(
     val parameters: Map<String, String> = emptyMap(),
     /** The plan fingerprint both peers matched. */
     val fingerprint: String? = null,
-    /** The message size, when every work request moved the same number of bytes. */
-    val messageSize: Int? = null,
 ) {
     val seconds: Double get() = durationNanos / 1e9
 

@@ -7,8 +7,6 @@ import java.security.MessageDigest
 import java.time.Instant
 import java.time.temporal.ChronoUnit
 import java.util.HexFormat
-import kotlinx.serialization.EncodeDefault
-import kotlinx.serialization.ExperimentalSerializationApi
 import kotlinx.serialization.Serializable
 import kotlinx.serialization.json.Json
 
@@ -20,12 +18,10 @@ import kotlinx.serialization.json.Json
  */
 @Serializable
 data class ResultsDocument(
-    @OptIn(ExperimentalSerializationApi::class)
-    @EncodeDefault val schema: Int = SCHEMA,
+    val schema: Int = SCHEMA,
     val start: ResultsStart,
     val runs: List<ResultsRun>,
-    @OptIn(ExperimentalSerializationApi::class)
-    @EncodeDefault val error: ResultsError? = null,
+    val error: ResultsError? = null,
 ) {
     fun toJson(): String = JSON.encodeToString(serializer(), this)
 
@@ -33,7 +29,8 @@ data class ResultsDocument(
         /** The schema version: a reader refuses documents of another. */
         const val SCHEMA = 1
 
-        private val JSON = Json { prettyPrint = true }
+        // Every field, defaults included: readers see the same keys in every document.
+        private val JSON = Json { prettyPrint = true; encodeDefaults = true }
 
         fun parse(text: String): ResultsDocument = Json { ignoreUnknownKeys = true }.decodeFromString(serializer(), text)
     }

@@ -229,12 +229,14 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         histogram?.let { file -> writeHistograms(file, runs) }
     }
 
-    /** One .hgrm per run: FILE for a single run, FILE-2, FILE-3... (before the extension) for the next ones. */
+    /** One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the extension) for the next ones. */
     private fun writeHistograms(file: File, runs: List<ResultsRun>) {
-        runs.forEachIndexed { i, run ->
+        var written = 0
+        for (run in runs) {
             val (name, latency) = run.end.sections.toSortedMap().entries.firstOrNull()?.toPair()
-                ?: run.end.total.latency?.let { "work requests" to it } ?: return@forEachIndexed
-            val encoded = latency.histogram ?: return@forEachIndexed
+                ?: run.end.total.latency?.let { "work requests" to it } ?: continue
+            val encoded = latency.histogram ?: continue
+            val i = written++
             val target = if (i == 0) file else File(file.parentFile, file.nameWithoutExtension + "-${i + 1}" +
                 (if (file.extension.isEmpty()) "" else ".${file.extension}"))
             try {

@@ -46,6 +46,7 @@ class ScenarioCommandSpec : FunSpec({
         rdma {
             qps(intParam("qps", 1))
             bufferSize(intParam("size", 16))
+            param("note", "") // read, so that --set note=... is not refused
             connect(peer)
             send()
         }
@@ -85,8 +86,8 @@ class ScenarioCommandSpec : FunSpec({
         run(parameterized.path, "--check", "--peer", "host.example:1234").stdout shouldContain "peer: connect to host.example:1234"
     }
 
-    test("-d, -g, -i and --timeout are local overrides of the scenario's settings") {
-        val result = run(parameterized.path, "--check", "-d", "mlx5_1", "-g", "3", "-i", "2", "--timeout", "2m")
+    test("-d, -g, --ib-port and --timeout are local overrides of the scenario's settings") {
+        val result = run(parameterized.path, "--check", "-d", "mlx5_1", "-g", "3", "--ib-port", "2", "--timeout", "2m")
         result.statusCode shouldBe 0
         result.stdout shouldContain "device: mlx5_1 port 2 GID index 3"
         result.stdout shouldContain "timeout 2m"
@@ -254,7 +255,8 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldContain "loopback: server and client in this JVM on nosuch0"
         result.stderr shouldContain "rdma-run params.main.kts (server): no RDMA device named 'nosuch0'"
         result.stderr shouldContain "rdma-run params.main.kts (client): no RDMA device named 'nosuch0'"
-        json.exists() shouldBe false // no results, nothing to write
+        // No results, and the document says why.
+        ResultsDocument.parse(json.readText()).let { it.runs shouldHaveSize 0; it.error!!.exitStatus shouldBe 1 }
     }
 
     test("--check runs the script up to connect(peer) only: what follows it never runs") {

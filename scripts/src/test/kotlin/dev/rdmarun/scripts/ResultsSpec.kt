@@ -1,0 +1,179 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.clikt.testing.CliktCommandTestResult
+import com.github.ajalt.clikt.testing.test
+import dev.rdmarun.dsl.LatencySummary
+import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldContainExactly
+import io.kotest.matchers.collections.shouldHaveSize
+import io.kotest.matchers.collections.shouldNotBeEmpty
+import io.kotest.matchers.nulls.shouldBeNull
+import io.kotest.matchers.nulls.shouldNotBeNull
+import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldContain
+import io.kotest.matchers.string.shouldStartWith
+import java.io.File
+import java.nio.file.Files
+import kotlinx.serialization.json.Json
+import kotlinx.serialization.json.jsonObject
+
+/**
+ * What a scenario run gives people to compare and plot, on soft0 in one JVM: perftest's flags
+ * reaching the script as parameters, the `--set` check, `--params`, perftest's result lines, the
+ * JSON document (schema 1) on success and on failure, `--json -`, intervals and `--histogram`.
+ */
+class ResultsSpec : FunSpec({
+    val dir = Files.createTempDirectory("results-spec").toFile()
+    val cache = File(dir, "cache")
+    afterSpec { dir.deleteRecursively() }
+
+    fun script(name: String, text: String) = File(dir, name).apply { writeText(text) }
+    fun run(vararg args: String): CliktCommandTestResult = rdmaRun(cache).test(withImplicitRun(arrayOf(*args)).toList())
+
+    // Every QP: `iterations` sends of the buffer (size bytes), each awaited, and as many receives on the peer.
+    val echo = script("echo.main.kts", """
+        @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT")
+        import dev.rdmarun.dsl.*
+        rdma {
+            connect(peer)
+            forEachQp {
+                client { repeat { send(); awaitCompletion() } }
+                server { repeat { receive() } }
+            }
+        }
+    """.trimIndent())
+
+    test("perftest's flags reach the script as its standard parameters, and the DSL applies them") {
+        val json = File(dir, "flags.json")
+        val result = run(echo.path, "--loopback", "-d", "soft0", "-s", "1K", "-n", "7", "-q", "3", "-t", "32", "-I", "0", "--json", json.path)
+        result.statusCode shouldBe 0
+        val doc = ResultsDocument.parse(json.readText())
+        doc.start.parameters shouldBe mapOf("depth" to "32", "inline" to "0", "iterations" to "7", "qps" to "3", "size" to "1024")
+        val client = doc.runs.single { it.role == "client" }
+        client.end.qps shouldHaveSize 3
+        client.end.total.operations shouldBe 21 // 3 QPs x 7 sends
+        client.end.total.bytesSent shouldBe 21 * 1024L
+        doc.runs.single { it.role == "server" }.end.total.messagesReceived shouldBe 21
+    }
+
+    test("a flag and a --set of the same parameter, or a --set the script does not read, are usage errors") {
+        run(echo.path, "--loopback", "-d", "soft0", "-s", "64", "--set", "size=64").let {
+            it.statusCode shouldBe 1
+            it.stderr shouldContain "-s/--size and --set size both give the parameter size: give it once"
+        }
+        run(echo.path, "--loopback", "-d", "soft0", "--set", "iteration=5").let {
+            it.statusCode shouldBe 1
+            it.stderr shouldContain "--set iteration: echo.main.kts does not read a parameter named iteration"
+            it.stderr shouldContain "did you mean iterations?"
+        }
+        run(echo.path, "--loopback", "-d", "soft0", "-s", "4Q").statusCode shouldBe 1
+    }
+
+    test("--params lists what the script reads, with defaults, docs and flags") {
+        val documented = script("documented.main.kts", """
+            rdma {
+                val op = param("op", "send") // send, write or read
+                bufferSize(sizeParam("size", 4096))
+                connect(peer)
+            }
+        """.trimIndent())
+        val result = run(documented.path, "--params")
+        result.statusCode shouldBe 0
+        val lines = result.stdout.lines()
+        lines.first() shouldStartWith "NAME"
+        lines.single { it.startsWith("op ") } shouldContain "send, write or read"
+        lines.single { it.startsWith("size ") } shouldContain "-s"
+        lines.any { it.startsWith("iterations ") } shouldBe false // no repeat { }: nothing reads it
+    }
+
+    test("the results lead with perftest's header, bandwidth and latency lines, the round trip one way") {
+        val pingpong = script("pp.main.kts", """
+            rdma {
+                bufferSize(8)
+                connect(peer)
+                forEachQp {
+                    client { repeat { measureRoundTrip("rtt") { send(); receive() } } }
+                    server { repeat { receive(); send() } }
+                }
+            }
+        """.trimIndent())
+        val result = run(pingpong.path, "--loopback", "-d", "soft0", "-n", "50")
+        result.statusCode shouldBe 0
+        val out = result.stdout
+        out shouldContain "Device: soft0 (software)"
+        out shouldContain "local address:  QP 0 QPN 0x"
+        out shouldContain "remote address: QP 0 QPN 0x"
+        out shouldContain "#bytes     #iterations  BW peak[MB/sec]"
+        out shouldContain "t_min[usec]"
+        val oneWay = out.lines().single { it.trimStart().startsWith("rtt one way") }.trim().split(Regex("\\s+"))
+        oneWay.drop(3).take(2) shouldContainExactly listOf("8", "50") // #bytes, #iterations
+        out.lines().single { it.trimStart().startsWith("rtt RTT") }
+        run(pingpong.path, "--loopback", "-d", "soft0", "-n", "5", "--report_gbits").stdout shouldContain "BW average[Gb/sec]"
+    }
+
+    test("--json - puts only the document on standard output; its fields are all there") {
+        val result = run(echo.path, "--loopback", "-d", "soft0", "-n", "5", "-q", "2", "--json", "-")
+        result.statusCode shouldBe 0
+        val root = Json.parseToJsonElement(result.stdout).jsonObject // nothing but JSON
+        root.keys shouldBe setOf("schema", "start", "runs", "error")
+        val doc = ResultsDocument.parse(result.stdout)
+        doc.schema shouldBe 1
+        doc.error.shouldBeNull()
+        doc.start.role shouldBe "loopback"
+        doc.start.script.sha256 shouldBe java.security.MessageDigest.getInstance("SHA-256").digest(echo.readBytes())
+            .joinToString("") { "%02x".format(it) }
+        doc.runs.map { it.role }.toSet() shouldBe setOf("server", "client")
+        for (r in doc.runs) {
+            val c = r.end.connection.shouldNotBeNull()
+            c.device shouldBe "soft0"
+            c.qps.map { it.index } shouldContainExactly listOf(0, 1)
+            r.end.fingerprint.shouldNotBeNull()
+            r.end.parameters["qps"] shouldBe "2"
+        }
+        // Each side's local QPN is the other's remote one.
+        val (server, client) = doc.runs.sortedBy { it.role != "server" }.map { it.end.connection!! }
+        server.qps.map { it.localQpn } shouldContainExactly client.qps.map { it.remoteQpn }
+        result.stderr shouldContain "client on soft0" // the tables went to stderr
+    }
+
+    test("a failed run still writes the document, with the error") {
+        val json = File(dir, "failed.json")
+        val result = run(echo.path, "--loopback", "-d", "nosuch0", "--json", json.path)
+        result.statusCode shouldBe 1
+        val doc = ResultsDocument.parse(json.readText())
+        doc.runs shouldHaveSize 0
+        val error = doc.error.shouldNotBeNull()
+        error.exitStatus shouldBe 1
+        error.message shouldContain "no RDMA device named 'nosuch0'"
+    }
+
+    test("--interval adds interval records; --histogram writes the latency as .hgrm") {
+        // The client writes for the given seconds; the server only grants the access.
+        val writes = script("writes.main.kts", """
+            rdma {
+                if (isServer) remoteAccess(RemoteAccess.WRITE)
+                connect(peer)
+                client { forEachQp { repeat { write(); awaitCompletion() } } }
+            }
+        """.trimIndent())
+        val json = File(dir, "intervals.json")
+        val hgrm = File(dir, "latency.hgrm")
+        val result = run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "-i", "0.2", "--json", json.path, "--histogram", hgrm.path)
+        result.statusCode shouldBe 0
+        val client = ResultsDocument.parse(json.readText()).runs.single { it.role == "client" }
+        client.intervals.shouldNotBeEmpty()
+        client.intervals.zipWithNext().forEach { (a, b) -> b.startSeconds shouldBe a.endSeconds }
+        (client.intervals.sumOf { it.operations } <= client.end.total.operations) shouldBe true
+        result.stdout shouldContain "[client]" // not a terminal: interval lines
+        val text = hgrm.readText()
+        text shouldContain "Value     Percentile TotalCount 1/(1-Percentile)"
+        text shouldStartWith "# rdma-run writes.main.kts: client, latency work requests"
+    }
+
+    test("a latency's histogram in the JSON decodes to what was recorded") {
+        val result = run(echo.path, "--loopback", "-d", "soft0", "-n", "20", "--json", "-")
+        val client = ResultsDocument.parse(result.stdout).runs.single { it.role == "client" }
+        val latency = client.end.total.latency.shouldNotBeNull()
+        LatencySummary.decode(latency.histogram.shouldNotBeNull()).totalCount shouldBe latency.count
+    }
+})

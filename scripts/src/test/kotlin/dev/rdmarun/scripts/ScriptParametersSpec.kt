@@ -1,0 +1,59 @@
+package dev.rdmarun.scripts
+
+import io.kotest.core.spec.style.StringSpec
+import io.kotest.matchers.collections.shouldContainExactly
+import io.kotest.matchers.nulls.shouldBeNull
+import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldContain
+
+/** The parameters a script reads, found in its source (for the `--set` check and `--params`). */
+class ScriptParametersSpec : StringSpec({
+    "literal reads, with their defaults and the line's comment as the doc" {
+        val p = ScriptParameters.of("""
+            rdma {
+                val op = param("op", "send") // send, write or read
+                val n = intParam("rounds", 10)
+                bufferSize(sizeParam("size", 4096))
+            }
+        """.trimIndent())
+        p.incomplete shouldBe false
+        p.read.getValue("op").default shouldBe "send"
+        p.read.getValue("op").doc shouldBe "send, write or read"
+        p.read.getValue("rounds").default shouldBe "10"
+        p.read.getValue("size").default shouldBe "4096"
+        p.read.keys.toList() shouldContainExactly listOf("op", "rounds", "size", "qps", "depth", "inline")
+    }
+
+    "the DSL's own reads: size without bufferSize(, iterations and seconds with repeat { }" {
+        ScriptParameters.of("rdma { connect(peer); repeat { send() } }").read.keys.toList() shouldContainExactly
+            listOf("qps", "depth", "inline", "size", "iterations", "seconds")
+        ScriptParameters.of("rdma { bufferSize(8); connect(peer); repeat(3) { send() } }").read.keys.toList() shouldContainExactly
+            listOf("qps", "depth", "inline")
+    }
+
+    "reads in comments or inside other strings do not count" {
+        val p = ScriptParameters.of("""
+            // param("commented", "1")
+            /* intParam("blocked", 2) */
+            val s = "call param(\"quoted\", 3) here"
+            rdma { connect(peer) }
+        """.trimIndent())
+        p.incomplete shouldBe false
+        p.read.keys shouldBe setOf("qps", "depth", "inline", "size")
+    }
+
+    "a computed name makes the list incomplete, and then nothing is refused" {
+        val p = ScriptParameters.of("val name = \"x\"\nrdma { param(name, \"1\"); connect(peer) }")
+        p.incomplete shouldBe true
+        p.unknown(listOf("anything"), "s.main.kts") { "--set $it" }.shouldBeNull()
+    }
+
+    "an unknown name gets one sentence with what the script reads and the closest name" {
+        val p = ScriptParameters.of("rdma { connect(peer); repeat { send() } }")
+        p.unknown(listOf("iterations"), "card.main.kts") { "--set $it" }.shouldBeNull()
+        val sentence = p.unknown(listOf("iteration"), "card.main.kts") { "--set $it" }!!
+        sentence shouldContain "--set iteration: card.main.kts does not read a parameter named iteration"
+        sentence shouldContain "(it reads: qps, depth, inline, size, iterations, seconds); did you mean iterations?"
+        p.unknown(listOf("zzzzzz"), "card.main.kts") { "--set $it" }!! shouldContain "seconds)"
+    }
+})
