@@ -7,6 +7,7 @@ import com.github.ajalt.clikt.core.main
 import com.github.ajalt.clikt.core.subcommands
 import com.github.ajalt.clikt.parameters.options.flag
 import com.github.ajalt.clikt.parameters.options.option
+import com.github.ajalt.clikt.completion.completionOption
 import com.github.ajalt.clikt.parameters.options.versionOption
 import dev.rdmarun.dsl.Handshake
 import dev.rdmarun.scripts.host.ScenarioScriptHost
@@ -22,6 +23,8 @@ class RdmaRun : CliktCommand(name = "rdma-run") {
 
     init {
         versionOption(VERSION, message = { "rdma-run $it (control protocol ${Handshake.VERSION}; Java ${Runtime.version()})" })
+        // `rdma-run --generate-completion bash|zsh|fish`: a completion script for the shell.
+        completionOption(help = "Print a completion script for bash, zsh or fish and exit")
     }
 
     override fun help(context: Context) = """

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The release archive, as a user gets it: unpacks dist/target/rdma-run-*-linux-x64.tar.gz into a
+# temporary directory and, with no JDK to be found (JAVA_HOME unset, PATH without one), runs
+# `rdma-run --version`, `rdma-run devices` (on a host without RDMA it exits 1 and lists soft0),
+# the card sample on soft0 in loopback, and renders the man page. Run by .ci/run after the build.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+archive=$(ls "$root"/dist/target/rdma-run-*-linux-x64.tar.gz 2>/dev/null | head -1)
+[ -n "$archive" ] || { echo "dist.sh: no archive in dist/target: build first (./mvnw package)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tar -C "$tmp" -xzf "$archive"
+home=$(echo "$tmp"/rdma-run-*)
+fail=0
+check() { if "$@"; then echo "dist: ok: ${label}"; else echo "dist: FAILED: ${label}" >&2; fail=1; fi; }
+user() { env -u JAVA_HOME PATH=/usr/bin:/bin RDMA_RUN_CACHE="$tmp/cache" "$home/bin/rdma-run" "$@"; }
+
+label="no JDK inside (a runtime: no javac, no jmods)"
+check test ! -e "$home/runtime/bin/javac" -a ! -d "$home/runtime/jmods"
+label="--version with JAVA_HOME unset"
+check bash -c "$(declare -f user); home='$home' tmp='$tmp'; user --version | grep -q '^rdma-run '"
+label="devices lists soft0"
+out=$(user devices 2>&1) && rc=0 || rc=$?
+check bash -c "[ $rc -eq 0 ] || [ $rc -eq 1 ]; printf '%s' \"\$0\" | grep -q soft0" "$out"
+label="the card sample on soft0, both sides"
+out=$(user "$home/samples/card.main.kts" --loopback -d soft0 -n 100 2>&1) && rc=0 || rc=$?
+check bash -c "[ $rc -eq 0 ] && printf '%s' \"\$0\" | grep -q 'loopback on soft0: server and client succeeded'" "$out"
+[ $fail -eq 0 ] || printf '%s\n' "$out" | tail -20 >&2
+if command -v groff >/dev/null; then
+  label="the man page renders without warnings"
+  check bash -c "[ -z \"\$(groff -man -Tutf8 -ww '$home/man/man1/rdma-run.1' 2>&1 >/dev/null)\" ]"
+fi
+echo "dist: $(basename "$archive"): $(du -h "$archive" | cut -f1), unpacked $(du -sh "$home" | cut -f1)"
+exit $fail
