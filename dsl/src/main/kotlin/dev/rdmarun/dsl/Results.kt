@@ -152,6 +152,7 @@ data class ScenarioResult(
      * 99.9%`, microseconds). Bandwidth in MB/s (2^20 bytes, as perftest) or, with [gbits], Gb/s;
      * [peakBytesPerSecond] is the best interval's rate when the launcher sampled intervals.
      */
+    @JvmOverloads
     fun table(gbits: Boolean = false, peakBytesPerSecond: Double? = null): String = buildString {
         val header = String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
             "BW out[Gb/s]", "BW in[Gb/s]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]")
