@@ -225,6 +225,11 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         return result
     }
 
+    override fun measureFromHere() {
+        counters.measureFromHere()
+        session.measuredFrom(System.nanoTime())
+    }
+
     override suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T {
         val t0 = System.nanoTime()
         val result = block()

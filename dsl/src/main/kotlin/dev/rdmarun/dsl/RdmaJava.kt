@@ -71,6 +71,9 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     fun intParam(name: String, default: Int) = s.intParam(name, default)
     fun sizeParam(name: String, default: Int) = s.sizeParam(name, default)
 
+    /** [CommonScope.measureFromHere]: what happened so far was a warm-up. */
+    fun measureFromHere() = on(thread) { s.measureFromHere() }
+
     fun connect(peer: Peer) = on(thread) { s.connect(peer) }
     fun barrier() = on(thread) { s.barrier() }
 
@@ -117,6 +120,9 @@ class JavaQp internal constructor(private val q: QpScope, private val thread: Co
     val isServer: Boolean get() = q.isServer
     val isClient: Boolean get() = q.isClient
     val outstanding: Int get() = on(thread) { q.outstanding }
+
+    /** [CommonScope.measureFromHere] for this QP. */
+    fun measureFromHere() = on(thread) { q.measureFromHere() }
 
     @JvmOverloads
     fun buffer(i: Int = 0): MemorySegment = q.buffer(i)

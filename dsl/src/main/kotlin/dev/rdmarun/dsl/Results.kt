@@ -220,6 +220,20 @@ private fun fixed(x: Double, decimals: Int): String = String.format(Locale.ROOT,
 internal class QpCounters(private val stats: QpStats? = null) {
     val sections = HashMap<String, Histogram>()
 
+    /** The engine's counters when a warm-up ended ([measureFromHere]): subtracted from every figure. */
+    private var baseline: Baseline? = null
+
+    private class Baseline(val bytesSent: Long, val bytesReceived: Long, val operations: Long, val messagesReceived: Long,
+                           val messagesNotReceived: Long, val latency: Histogram)
+
+    /** What this QP did so far was a warm-up: its counters, latencies and sections start again from here. */
+    fun measureFromHere() {
+        val s = stats ?: return
+        baseline = Baseline(s.bytesSent(), s.bytesReceived(), s.operations(), s.messagesReceived(), s.messagesNotReceived(), s.latencyCopy())
+        sections.clear()
+        roundTrips.clear()
+    }
+
     /** Sections recorded with measureRoundTrip: reported one way. */
     val roundTrips = HashSet<String>()
 
@@ -242,13 +256,14 @@ internal class QpCounters(private val stats: QpStats? = null) {
         var messagesNotReceived = 0L
         var latency: Histogram? = null
 
-        fun add(s: QpStats) {
-            bytesSent += s.bytesSent()
-            bytesReceived += s.bytesReceived()
-            operations += s.operations()
-            messagesReceived += s.messagesReceived()
-            messagesNotReceived += s.messagesNotReceived()
+        fun add(s: QpStats, b: Baseline?) {
+            bytesSent += s.bytesSent() - (b?.bytesSent ?: 0)
+            bytesReceived += s.bytesReceived() - (b?.bytesReceived ?: 0)
+            operations += s.operations() - (b?.operations ?: 0)
+            messagesReceived += s.messagesReceived() - (b?.messagesReceived ?: 0)
+            messagesNotReceived += s.messagesNotReceived() - (b?.messagesNotReceived ?: 0)
             val h = s.latencyCopy()
+            if (b != null && b.latency.totalCount > 0) h.subtract(b.latency)
             if (h.totalCount > 0) (latency ?: Histogram(3).also { latency = it }).add(h)
         }
 
@@ -274,7 +289,7 @@ internal class QpCounters(private val stats: QpStats? = null) {
             val roundTrips = HashSet<String>()
             val each = perQp.mapIndexed { i, c ->
                 val t = Totals()
-                c.stats?.let { t.add(it); total.add(it) }
+                c.stats?.let { t.add(it, c.baseline); total.add(it, c.baseline) }
                 for ((name, h) in c.sections) sections.getOrPut(name) { Histogram(3) }.add(h)
                 roundTrips += c.roundTrips
                 t.toResult(i, seconds)

@@ -101,6 +101,12 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override val isClient: Boolean get() = role() == Role.CLIENT
     override fun param(name: String, default: String) = options.parameters[name] ?: default
 
+    override fun measureFromHere() {
+        val s = connected("measureFromHere()")
+        s.drivers.forEach { it.counters.measureFromHere() }
+        s.measuredFrom(System.nanoTime())
+    }
+
     override val peer: Peer
         get() = options.peer ?: if (checkOnly) PLACEHOLDER_PEER else throw ScenarioException(NO_PEER)
 

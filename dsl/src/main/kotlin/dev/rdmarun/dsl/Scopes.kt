@@ -78,6 +78,13 @@ interface CommonScope {
         param(name, default.toString()).let { it.toIntOrNull() ?: throw ScenarioException("parameter $name must be a whole number, not '${printable(it)}'") }
 
     /**
+     * Counts from here: what this side did so far (in a QP's scope: this QP) was a warm-up and is
+     * left out of every figure of the results (bytes, work requests, messages, rates, latencies,
+     * `measure` sections, and the duration). `repeat { }` calls it after its `warmup` rounds.
+     */
+    fun measureFromHere()
+
+    /**
      * [param] as a size in bytes: a whole number, or one with a suffix K, M or G (KiB, MiB, GiB:
      * powers of 1024), as the launcher's `-s 4K` gives it; anything else is an error that names the parameter.
      */
@@ -91,10 +98,17 @@ interface CommonScope {
 
 /**
  * The design card's loop: runs [block] `iterations` times (parameter `iterations`, default 1000),
- * or, when the parameter `seconds` is set, for that many seconds. `repeat(n) { }` is Kotlin's.
+ * or, when the parameter `seconds` is set, for that many seconds. With the parameter `warmup`
+ * (default 0) it first runs [block] that many more times as a warm-up, left out of the results
+ * ([CommonScope.measureFromHere]). `repeat(n) { }` is Kotlin's.
  * Inline, so the loop body is part of the caller's coroutine: nothing is allocated per round.
  */
 inline fun CommonScope.repeat(block: () -> Unit) {
+    val warmup = intParam("warmup", 0)
+    if (warmup > 0) {
+        for (i in 0 until warmup) block()
+        measureFromHere()
+    }
     val seconds = param("seconds", "")
     if (seconds.isEmpty()) {
         val n = intParam("iterations", 1000)

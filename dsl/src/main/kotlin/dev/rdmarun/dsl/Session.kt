@@ -99,6 +99,14 @@ internal class Session(
     private var barrierSeq = 0
     private var startNanos = 0L
 
+    /** The latest end of a warm-up ([ScenarioScope.measureFromHere]): the results' duration starts there. */
+    private var measuredFrom: Long? = null
+
+    fun measuredFrom(nanos: Long) {
+        val latest = measuredFrom
+        if (latest == null || nanos - latest > 0) measuredFrom = nanos
+    }
+
     @Volatile
     var tearingDown = false
         private set
@@ -513,7 +521,7 @@ internal class Session(
         for (d in drivers) d.awaitCreditIdle()
         sendControl(Done(2))
         awaitControl(Done(2), "its final frame")
-        return QpCounters.result(role, deviceName, end - startNanos, drivers.map { it.counters })
+        return QpCounters.result(role, deviceName, end - (measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos), drivers.map { it.counters })
             .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint)
     }
 

@@ -12,7 +12,7 @@ data class ScriptParameter(val name: String, val default: String, val doc: Strin
  * What counts: calls `param("NAME", DEFAULT)`, `intParam(...)`, `sizeParam(...)` with a string
  * literal name (outside comments and other strings), the doc being the `//` comment that ends the
  * line; the names the DSL reads itself ([StandardParameters]): `qps`, `depth` and `inline` at
- * every connect, `size` unless the script calls `bufferSize(`, `iterations` and `seconds` when it
+ * every connect, `size` unless the script calls `bufferSize(`, `iterations`, `seconds` and `warmup` when it
  * uses `repeat { }`. A reader called with a name that is not a literal makes the list
  * [incomplete]: the check is then skipped.
  */
@@ -45,6 +45,7 @@ class ScriptParameters private constructor(
             StandardParameters.SIZE to ("4096" to "buffer size, the size send() and write() move (-s; 4K, 1M)"),
             StandardParameters.ITERATIONS to ("1000" to "rounds of repeat { } (-n)"),
             StandardParameters.SECONDS to ("" to "run repeat { } for this many seconds instead (-D)"),
+            StandardParameters.WARMUP to ("0" to "rounds repeat { } runs first, left out of the results"),
         )
 
         fun of(source: String): ScriptParameters {
@@ -71,6 +72,7 @@ class ScriptParameters private constructor(
             if (Regex("""\brepeat\s*\{""").containsMatchIn(code)) {
                 standard(StandardParameters.ITERATIONS)
                 standard(StandardParameters.SECONDS)
+                standard(StandardParameters.WARMUP)
             }
             return ScriptParameters(read, incomplete)
         }

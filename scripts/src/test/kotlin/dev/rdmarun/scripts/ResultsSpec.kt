@@ -56,6 +56,17 @@ class ResultsSpec : FunSpec({
         doc.runs.single { it.role == "server" }.end.total.messagesReceived shouldBe 21
     }
 
+    test("repeat { }'s warm-up rounds (--set warmup=N) are left out of every figure") {
+        val result = run(echo.path, "--loopback", "-d", "soft0", "-n", "7", "-q", "2", "--set", "warmup=5", "--json", "-")
+        result.statusCode shouldBe 0
+        val doc = ResultsDocument.parse(result.stdout)
+        val client = doc.runs.single { it.role == "client" }.end
+        client.total.operations shouldBe 14 // 2 QPs x 7 counted sends; the 2 x 5 warm-up ones are not
+        client.total.bytesSent shouldBe 14 * 4096L
+        client.total.latency!!.count shouldBe 14
+        client.qps.map { it.operations } shouldContainExactly listOf(7L, 7L)
+    }
+
     test("a flag and a --set of the same parameter, or a --set the script does not read, are usage errors") {
         run(echo.path, "--loopback", "-d", "soft0", "-s", "64", "--set", "size=64").let {
             it.statusCode shouldBe 1

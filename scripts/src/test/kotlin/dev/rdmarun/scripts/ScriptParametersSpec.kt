@@ -26,7 +26,7 @@ class ScriptParametersSpec : StringSpec({
 
     "the DSL's own reads: size without bufferSize(, iterations and seconds with repeat { }" {
         ScriptParameters.of("rdma { connect(peer); repeat { send() } }").read.keys.toList() shouldContainExactly
-            listOf("qps", "depth", "inline", "size", "iterations", "seconds")
+            listOf("qps", "depth", "inline", "size", "iterations", "seconds", "warmup")
         ScriptParameters.of("rdma { bufferSize(8); connect(peer); repeat(3) { send() } }").read.keys.toList() shouldContainExactly
             listOf("qps", "depth", "inline")
     }
@@ -53,7 +53,7 @@ class ScriptParametersSpec : StringSpec({
         p.unknown(listOf("iterations"), "card.main.kts") { "--set $it" }.shouldBeNull()
         val sentence = p.unknown(listOf("iteration"), "card.main.kts") { "--set $it" }!!
         sentence shouldContain "--set iteration: card.main.kts does not read a parameter named iteration"
-        sentence shouldContain "(it reads: qps, depth, inline, size, iterations, seconds); did you mean iterations?"
-        p.unknown(listOf("zzzzzz"), "card.main.kts") { "--set $it" }!! shouldContain "seconds)"
+        sentence shouldContain "(it reads: qps, depth, inline, size, iterations, seconds, warmup); did you mean iterations?"
+        p.unknown(listOf("zzzzzz"), "card.main.kts") { "--set $it" }!! shouldContain "warmup)" // nothing close: no "did you mean"
     }
 })
