@@ -4,6 +4,19 @@ import dev.rdmarun.runtime.engine.QpStats
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Job
 
+/**
+ * Rounds of `repeat { }` in one scope (the scenario's, or a QP's): planned and done, for a
+ * progress line. Written by the scope's coroutine, read by a display thread without locking (it
+ * may lag a little; the loop pays one field write per round).
+ */
+internal class Rounds {
+    @Volatile
+    var planned = 0L
+
+    // Plain: a display that sees it a little late does not mind, and the loop pays no fence.
+    var done = 0L
+}
+
 /** This side's traffic so far, as a [ScenarioMonitor] read it (see [TrafficResult] for what counts). */
 data class LiveTotals(
     /** Nanoseconds since connect(peer) finished (QPs connected). */
@@ -34,6 +47,9 @@ class ScenarioMonitor(
     private var counters: List<QpStats> = emptyList()
 
     @Volatile
+    private var rounds: List<Rounds> = emptyList()
+
+    @Volatile
     private var runningSince = 0L
 
     @Volatile
@@ -60,6 +76,21 @@ class ScenarioMonitor(
         return LiveTotals(System.nanoTime() - since, sent, received, operations, messages)
     }
 
+    /**
+     * How far the running scenario is, 0 to 1: its `repeat { }` rounds done of those planned (all
+     * scopes together; a time-based `repeat` plans none); null when none are planned or nothing runs.
+     */
+    fun fractionDone(): Double? {
+        if (runningSince == 0L) return null
+        var planned = 0L
+        var done = 0L
+        for (r in rounds) {
+            planned += r.planned
+            done += r.done
+        }
+        return if (planned == 0L) null else (done.toDouble() / planned).coerceIn(0.0, 1.0)
+    }
+
     /** Ends the running scenario (and any later one run with this monitor); its `rdma { }` throws a CancellationException. */
     fun cancel(reason: String = "cancelled") {
         cancelled = true
@@ -79,8 +110,9 @@ class ScenarioMonitor(
         onNote?.invoke(line) ?: System.err.println("rdma-run: $line")
     }
 
-    internal fun running(perQp: List<QpStats>) {
+    internal fun running(perQp: List<QpStats>, rounds: List<Rounds>) {
         counters = perQp
+        this.rounds = rounds
         runningSince = System.nanoTime()
         onRunning?.invoke()
     }
@@ -88,5 +120,6 @@ class ScenarioMonitor(
     internal fun stopped() {
         runningSince = 0L
         counters = emptyList()
+        rounds = emptyList()
     }
 }

@@ -22,6 +22,9 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     override val index: Int = engine.index()
     val counters = QpCounters(engine.stats())
 
+    /** This QP's `repeat { }` rounds, for a progress line. */
+    val rounds = Rounds()
+
     private var waiter: Continuation<Any?>? = null
     private var waitKind = NONE
     private var waitTarget = 0L
@@ -223,6 +226,14 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         val result = block()
         counters.recordSection(name, System.nanoTime() - t0, roundTrip = false)
         return result
+    }
+
+    override fun roundsPlanned(rounds: Long) {
+        this.rounds.planned += rounds
+    }
+
+    override fun roundDone() {
+        rounds.done++
     }
 
     override fun measureFromHere() {

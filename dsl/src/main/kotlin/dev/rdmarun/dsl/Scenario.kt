@@ -101,6 +101,14 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override val isClient: Boolean get() = role() == Role.CLIENT
     override fun param(name: String, default: String) = options.parameters[name] ?: default
 
+    override fun roundsPlanned(rounds: Long) {
+        session?.scenarioRounds?.let { it.planned += rounds }
+    }
+
+    override fun roundDone() {
+        session?.scenarioRounds?.let { it.done++ }
+    }
+
     override fun measureFromHere() {
         val s = connected("measureFromHere()")
         s.drivers.forEach { it.counters.measureFromHere() }

@@ -84,6 +84,12 @@ interface CommonScope {
      */
     fun measureFromHere()
 
+    /** `repeat { }` is about to run [rounds] rounds (for a launcher's progress line and its ETA). */
+    fun roundsPlanned(rounds: Long)
+
+    /** `repeat { }` finished a round. */
+    fun roundDone()
+
     /**
      * [param] as a size in bytes: a whole number, or one with a suffix K, M or G (KiB, MiB, GiB:
      * powers of 1024), as the launcher's `-s 4K` gives it; anything else is an error that names the parameter.
@@ -112,7 +118,11 @@ inline fun CommonScope.repeat(block: () -> Unit) {
     val seconds = param("seconds", "")
     if (seconds.isEmpty()) {
         val n = intParam("iterations", 1000)
-        for (i in 0 until n) block()
+        roundsPlanned(n.toLong())
+        for (i in 0 until n) {
+            block()
+            roundDone()
+        }
     } else {
         val s = seconds.toDoubleOrNull()?.takeIf { it >= 0 && it.isFinite() }
             ?: throw ScenarioException("parameter seconds must be a number of seconds, not '$seconds'")

@@ -94,6 +94,9 @@ internal class Session(
     private var fabricKey: FabricKey? = null
     private var localMtu = Mtu.MTU_1024
 
+    /** The scenario scope's `repeat { }` rounds (each QP's are its driver's). */
+    val scenarioRounds = Rounds()
+
     /** Device, port and QPs once the QPs are connected: the results' header. */
     private var connection: ConnectionInfo? = null
     private var barrierSeq = 0
@@ -212,7 +215,7 @@ internal class Session(
                     heartbeat = { progressReport() },
                 )
                 startNanos = System.nanoTime()
-                monitor?.running(drivers.map { it.engine.stats() })
+                monitor?.running(drivers.map { it.engine.stats() }, drivers.map { it.rounds } + scenarioRounds)
             } finally {
                 settingUp = false
                 unblocker.cancel()

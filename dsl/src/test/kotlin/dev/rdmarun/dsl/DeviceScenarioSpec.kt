@@ -52,6 +52,29 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("a monitor sees repeat { }'s rounds, planned and done, as the fraction a progress line shows ($device)") {
+            val port = freePort()
+            val monitor = ScenarioMonitor()
+            val seen = java.util.Collections.synchronizedList(mutableListOf<Double?>())
+            fun options(peer: Peer, monitor: ScenarioMonitor?) =
+                RdmaOptions(parameters = mapOf("iterations" to "4"), overrides = SettingsOverrides(device = device), peer = peer, monitor = monitor)
+            val block: suspend ScenarioScope.() -> Unit = {
+                connect(peer)
+                repeat {
+                    if (isClient) seen += monitor.fractionDone()
+                    barrier()
+                }
+            }
+            coroutineScope {
+                val server = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.listen(port), null), block) } }
+                val client = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.connect("127.0.0.1", port), monitor), block) } }
+                server.await().getOrThrow()
+                client.await().getOrThrow()
+            }
+            seen.toList() shouldBe listOf(0.0, 0.25, 0.5, 0.75)
+            monitor.fractionDone() shouldBe null // nothing runs any more
+        }
+
         test("every operation kind moves the right bytes, with signalEvery, inline data and per-QP CQs ($device)") {
             val seen = mutableListOf<String>() // both peers' dispatcher threads add: guarded below
             fun note(s: String) = synchronized(seen) { seen.add(s) }

@@ -11,7 +11,12 @@ import java.util.Locale
  * for a second. Other output goes [above] it. Reads the monitors' totals only (a display thread;
  * the data path does not know it exists).
  */
-internal class ProgressLine(private val terminal: Terminal, private val sides: List<Pair<String, ScenarioMonitor>>) : AutoCloseable {
+internal class ProgressLine(
+    private val terminal: Terminal,
+    private val sides: List<Pair<String, ScenarioMonitor>>,
+    /** The `seconds` a time-based run lasts (`-D`): its percentage and ETA come from the clock. */
+    private val plannedSeconds: Double? = null,
+) : AutoCloseable {
     private val lock = Any()
     // No wrapping: "\r" must reach the line's start. A terminal that reports no size (0) gets 100.
     private val width = terminal.size.width.let { if (it <= 0) 100 else (it - 1).coerceAtLeast(20) }
@@ -43,7 +48,9 @@ internal class ProgressLine(private val terminal: Terminal, private val sides: L
             val gbps = if (lastNanos[i] == 0L) null else (bytes - lastBytes[i]) * 8.0 / (now - lastNanos[i])
             lastBytes[i] = bytes
             lastNanos[i] = now
-            if (t.elapsedNanos < SHOW_AFTER_NANOS) null else Part(describe(label, t, gbps), t.operations + t.messagesReceived > 0)
+            val fraction = plannedSeconds?.let { (t.elapsedNanos / 1e9 / it).coerceIn(0.0, 1.0) } ?: monitor.fractionDone()
+            if (t.elapsedNanos < SHOW_AFTER_NANOS) null
+            else Part(describe(label, t, gbps) + eta(t, fraction), t.operations + t.messagesReceived > 0)
         }
         // With --loopback, a side with no traffic of its own (the target of WRITEs) says nothing.
         val shown = parts.filter { it.busy }.ifEmpty { parts }
@@ -86,6 +93,13 @@ internal class ProgressLine(private val terminal: Terminal, private val sides: L
         fun describe(label: String, t: LiveTotals, gbps: Double?): String = String.format(Locale.ROOT,
             "%s %.1f s: %s out, %s in, %d WRs, %d msgs%s", label, t.elapsedNanos / 1e9, bytes(t.bytesSent), bytes(t.bytesReceived),
             t.operations, t.messagesReceived, gbps?.let { String.format(Locale.ROOT, ", %.2f Gb/s", it) } ?: "")
+
+        /** ", 42% (ETA 3.1 s)" once some of a known amount is done; "" otherwise. */
+        fun eta(t: LiveTotals, fraction: Double?): String {
+            if (fraction == null || fraction <= 0.0) return ""
+            val left = t.elapsedNanos / 1e9 * (1 - fraction) / fraction
+            return String.format(Locale.ROOT, ", %.0f%% (ETA %.1f s)", fraction * 100, left)
+        }
 
         fun bytes(n: Long): String = when {
             n >= 1L shl 30 -> String.format(Locale.ROOT, "%.2f GiB", n / (1L shl 30).toDouble())

@@ -454,7 +454,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** Runs [block] with a live progress line under it when stdout is a terminal. */
     private fun <T> withProgress(sides: List<Pair<String, ScenarioMonitor>>, block: () -> T): T {
         if (!terminal.terminalInfo.outputInteractive) return block()
-        val line = ProgressLine(terminal, sides)
+        val line = ProgressLine(terminal, sides, parameters.toMap()[StandardParameters.SECONDS]?.toDoubleOrNull()
+            ?: perftest.parameters()[StandardParameters.SECONDS]?.toDoubleOrNull())
         progress = line
         try {
             return block()
