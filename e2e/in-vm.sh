@@ -384,7 +384,7 @@ case_script_loopback() {
 }
 
 # On a terminal (a pty from script(1)) a run longer than a second shows a live progress line,
-# redrawn in place with \r; the results table follows it.
+# redrawn in place with \r, with a percentage and an ETA; the results table follows it.
 case_script_progress() {
   local ok=0
   # script(1) without a terminal of its own gives the pty no size: set one, as a terminal would.
@@ -392,6 +392,11 @@ case_script_progress() {
   expect_rc tty 0 || ok=1
   if ! grep -qE $'\r(server|client) [0-9.]+ s: .* out, .* WRs, [0-9]+ msgs' "$case_dir/tty.log"; then
     why="${why:+$why; }no progress line on the terminal"
+    ok=1
+  fi
+  # --set seconds: the line knows the run's length, so it shows how far it is and what is left.
+  if ! grep -qE $'[0-9]+% \\(ETA [0-9.]+ s\\)' "$case_dir/tty.log"; then
+    why="${why:+$why; }no percentage and ETA in the progress line"
     ok=1
   fi
   expect_log tty "loopback on $DEV: server and client succeeded" || ok=1
