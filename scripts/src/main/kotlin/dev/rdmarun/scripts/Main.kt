@@ -51,6 +51,7 @@ fun rdmaRun(scriptCache: File? = ScenarioScriptHost.defaultCacheDir()): CliktCom
     GidsCommand(),
     PingpongCommand(),
     ScenarioCommand(scriptCache),
+    ReportCommand(),
 )
 
 /**
