@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rdma-run from its archive: the bundled Java runtime (never JAVA_HOME) and the bundled jars.
 # Extra JVM options go in RDMA_RUN_JAVA_OPTS. libibverbs comes from the system (libibverbs1 and
-# ibverbs-providers on Debian/Ubuntu); without it, the software provider soft0 still works.
+# ibverbs-providers on Debian/Ubuntu).
 set -euo pipefail
 src="${BASH_SOURCE[0]}"
 while [ -L "$src" ]; do  # linked into ~/bin: find the archive through the links
