@@ -104,7 +104,8 @@ data class ConnectionInfo(
 )
 
 /**
- * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` for --json.
+ * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` gives it as JSON
+ * (the launcher's `--json` writes it inside a results document, schema 1).
  * [durationNanos] runs from the end of connect(peer) until both sides finished (their work
  * completed), so both peers divide by comparable times.
  */
@@ -135,6 +136,10 @@ data class ScenarioResult(
             return QpCounters.result(role, device, 0, none)
         }
     }
+
+    /** This side's average rate in bytes per second, in the direction that moved more bytes (perftest reports one direction). */
+    val bytesPerSecond: Double
+        get() = if (seconds > 0) maxOf(total.bytesSent, total.bytesReceived) / seconds else 0.0
 
     /** Bytes per message, averaged over what this side sent and received (exact when all are one size); 0 when none moved. */
     val averageMessageSize: Long
@@ -179,10 +184,9 @@ data class ScenarioResult(
         appendLine(rule)
         val unit = if (gbits) "Gb/sec" else "MB/sec"
         fun rate(bytesPerSecond: Double) = if (gbits) fixed(bytesPerSecond * 8 / 1e9, 2) else fixed(bytesPerSecond / (1 shl 20), 2)
-        // perftest reports one direction: here the one that moved more bytes on this side.
         val sending = total.bytesSent >= total.bytesReceived
         val messages = if (sending) total.operations else total.messagesReceived
-        val average = if (seconds > 0) maxOf(total.bytesSent, total.bytesReceived) / seconds else 0.0
+        val average = bytesPerSecond
         appendLine(String.format(Locale.ROOT, PERF_BW_ROW, "#bytes", "#iterations", "BW peak[$unit]", "BW average[$unit]", "MsgRate[Mpps]"))
         appendLine(String.format(Locale.ROOT, PERF_BW_ROW, averageMessageSize, messages,
             peakBytesPerSecond?.let { rate(maxOf(it, average)) } ?: "-", rate(average), fixed(total.mpps, 6)))

@@ -92,8 +92,10 @@ internal class Session(
 
     /** The soft0 connection secret of this scenario: the server's choice, learnt by the client from its hello. */
     private var fabricKey: FabricKey? = null
-    private var localMtu = Mtu.MTU_1024
+    /** This side's port, read once when the resources are made (MTU, link layer). */
+    private var portAttributes: PortAttributes? = null
 
+    /** The path MTU the QPs were connected with. */
     /** The scenario scope's `repeat { }` rounds (each QP's are its driver's). */
     val scenarioRounds = Rounds()
 
@@ -265,7 +267,7 @@ internal class Session(
         val credits = protection.registerMemory(s.qps * 8L, EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_WRITE)).also { creditMr = it }
         gidIndex = s.gidIndex ?: ctx.defaultGid(s.port).index()
         ctx.gid(s.port, gidIndex) // a GID index that does not exist fails here, before a server waits for its client
-        localMtu = ctx.queryPort(s.port).activeMtu()
+        portAttributes = ctx.queryPort(s.port)
         val random = SecureRandom()
         for (i in 0 until s.qps) {
             val data = protection.registerMemory(s.dataBytes, plan.dataAccess).also { mrs.add(it) }
@@ -315,6 +317,7 @@ internal class Session(
 
     private fun connectQps(remote: Hello) {
         val cap = settings.mtu?.let { Mtu.ofBytes(it) }
+        val port = portAttributes!!
         val outgoing = minOf(atomicDepth(initiator = true), remote.maxDestRdAtomic.coerceIn(1, 16))
         val incoming = atomicDepth(initiator = false)
         for (d in drivers) {
@@ -324,7 +327,7 @@ internal class Session(
             } catch (e: IllegalArgumentException) {
                 throw PeerException("$peerLabel sent an invalid endpoint for QP ${d.index}: ${printable(e.message.orEmpty())}", e)
             }
-            var mtu = Mtu.min(localMtu, endpoint.mtu())
+            var mtu = Mtu.min(port.activeMtu(), endpoint.mtu())
             if (cap != null) mtu = Mtu.min(mtu, cap)
             pathMtu = mtu
             val qp = d.engine.queuePair()
@@ -335,7 +338,6 @@ internal class Session(
                 .withMaxRdAtomic(outgoing))
         }
         val ctx = context!!
-        val port = ctx.queryPort(settings.port)
         connection = ConnectionInfo(
             device = deviceName,
             software = ctx.isSoftware(),

@@ -34,28 +34,32 @@ internal class IntervalSampler(
 
     private fun sample() {
         val t = monitor.totals()
-        synchronized(lock) {
-            if (t == null) { // between scenarios: the next one starts from zero
-                lastTick = null
-                lastInterval = null
-                return
-            }
-            val previous = lastTick ?: LiveTotals(0, 0, 0, 0, 0)
-            val dt = (t.elapsedNanos - previous.elapsedNanos) / 1e9
-            if (dt >= TICK_MS / 2000.0) {
-                val rate = busier(t, previous) / dt
-                peak = maxOf(peak ?: 0.0, rate)
-            }
-            lastTick = t
-            val every = intervalSeconds ?: return
-            val from = lastInterval ?: LiveTotals(0, 0, 0, 0, 0)
-            if ((t.elapsedNanos - from.elapsedNanos) / 1e9 >= every) {
-                val record = record(from, t)
-                intervals += record
-                lastInterval = t
-                print?.invoke(line(record))
-            }
+        // Printed outside the lock: a slow terminal must not hold up take().
+        val line = synchronized(lock) { record(t) } ?: return
+        print?.invoke(line)
+    }
+
+    /** Takes reading [t] into the peak and, when an interval is complete, returns its line. */
+    private fun record(t: LiveTotals?): String? {
+        if (t == null) { // between scenarios: the next one starts from zero
+            lastTick = null
+            lastInterval = null
+            return null
         }
+        val previous = lastTick ?: LiveTotals(0, 0, 0, 0, 0)
+        val dt = (t.elapsedNanos - previous.elapsedNanos) / 1e9
+        if (dt >= TICK_MS / 2000.0) {
+            val rate = busier(t, previous) / dt
+            peak = maxOf(peak ?: 0.0, rate)
+        }
+        lastTick = t
+        val every = intervalSeconds ?: return null
+        val from = lastInterval ?: LiveTotals(0, 0, 0, 0, 0)
+        if ((t.elapsedNanos - from.elapsedNanos) / 1e9 < every) return null
+        val record = interval(from, t)
+        intervals += record
+        lastInterval = t
+        return line(record)
     }
 
     /** The intervals and peak of the scenario that just ended; the next starts afresh. */
@@ -72,7 +76,7 @@ internal class IntervalSampler(
         thread.interrupt()
     }
 
-    private fun record(from: LiveTotals, to: LiveTotals): IntervalRecord {
+    private fun interval(from: LiveTotals, to: LiveTotals): IntervalRecord {
         val seconds = (to.elapsedNanos - from.elapsedNanos) / 1e9
         val bytes = busier(to, from)
         return IntervalRecord(

@@ -75,10 +75,7 @@ object ReportPage {
 
     private fun runName(input: ReportInput, run: ResultsRun) = "${input.name} ${run.role}" + (run.label?.let { " $it" } ?: "")
 
-    private fun averageMBps(run: ResultsRun): Double {
-        val seconds = run.end.durationNanos / 1e9
-        return if (seconds <= 0) 0.0 else maxOf(run.end.total.bytesSent, run.end.total.bytesReceived) / seconds / (1 shl 20)
-    }
+    private fun averageMBps(run: ResultsRun): Double = run.end.bytesPerSecond / (1 shl 20)
 
     /** The runs of a sweep (labels `size=N`), per document and role, in size order; none when a document has fewer than two sizes. */
     private fun sweepRuns(input: ReportInput): List<Pair<String, List<Pair<Int, ResultsRun>>>> =

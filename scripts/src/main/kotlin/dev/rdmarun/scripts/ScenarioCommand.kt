@@ -204,11 +204,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         else -> ResultsError(e.message ?: e.toString(), 1)
     }
 
-    /** A scenario ended on one side: print its table and keep it for the JSON. */
-    private fun ended(result: ScenarioResult, sampler: IntervalSampler?) {
-        val (intervals, peak) = sampler?.take() ?: (emptyList<IntervalRecord>() to null)
+    /** A scenario ended on one side: keep it, with its intervals and peak, for the JSON; returns it. */
+    private fun ended(result: ScenarioResult, sampler: IntervalSampler): ResultsRun {
+        val (intervals, peak) = sampler.take()
         val run = ResultsRun(result.role.label, runLabel, intervals, peak, result)
         synchronized(documentRuns) { documentRuns += run }
+        return run
     }
 
     private fun table(run: ResultsRun) = run.end.table(gbits = perftest.reportGbits, peakBytesPerSecond = run.bwPeakBytesPerSecond)
@@ -355,12 +356,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val monitor = runningNote(label)
         var ran = 0
         val failure = sampler(label ?: "run", monitor).use { sampler ->
-            withProgress(listOf((label ?: "run") to monitor)) {
+            withProgress(listOf((label ?: "run") to monitor), options.parameters) {
                 interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
                     evaluate(host, compiled, options.copy(monitor = monitor)) { result ->
                         ran++
-                        ended(result, sampler)
-                        say(table(synchronized(documentRuns) { documentRuns.last() }))
+                        say(table(ended(result, sampler)))
                     }
                 }
             }
@@ -406,14 +406,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             .map { LoopbackSide(it, runningNote(it.role.label)) }
         say("rdma-run ${script.name}: loopback: server and client in this JVM on ${device ?: defaultDevice()}, " +
             "control connection over 127.0.0.1:$port", err = true)
-        withProgress(sides.map { it.label to it.monitor }) {
+        withProgress(sides.map { it.label to it.monitor }, options.parameters) {
             for (side in sides) {
                 side.thread = Thread.ofPlatform().name("rdma-run-${side.label}").start {
                     side.failure = sampler(side.label, side.monitor).use { sampler ->
                         try {
                             evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
-                                ended(result, sampler)
-                                val run = synchronized(documentRuns) { documentRuns.last { it.end === result } }
+                                val run = ended(result, sampler)
                                 synchronized(side.results) { side.results += run }
                             }
                         } catch (e: Throwable) {
@@ -451,11 +450,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         onNote = { say("rdma-run ${script.name}: ${label?.let { "$it: " } ?: ""}$it", err = true) },
     )
 
-    /** Runs [block] with a live progress line under it when stdout is a terminal. */
-    private fun <T> withProgress(sides: List<Pair<String, ScenarioMonitor>>, block: () -> T): T {
+    /** Runs [block] with a live progress line under it when stdout is a terminal ([parameters]: the run's, for a -D run's length). */
+    private fun <T> withProgress(sides: List<Pair<String, ScenarioMonitor>>, parameters: Map<String, String>, block: () -> T): T {
         if (!terminal.terminalInfo.outputInteractive) return block()
-        val line = ProgressLine(terminal, sides, parameters.toMap()[StandardParameters.SECONDS]?.toDoubleOrNull()
-            ?: perftest.parameters()[StandardParameters.SECONDS]?.toDoubleOrNull())
+        val line = ProgressLine(terminal, sides, parameters[StandardParameters.SECONDS]?.toDoubleOrNull())
         progress = line
         try {
             return block()

@@ -37,6 +37,8 @@ class ScriptParameters private constructor(
     companion object {
         private val READER = Regex("""\b(param|intParam|sizeParam)\s*\(\s*""")
         private val LITERAL = Regex(""""([A-Za-z_][A-Za-z0-9_.-]*)"\s*(?:,\s*([^,)\n]*))?""")
+        private val BUFFER_SIZE_CALL = Regex("""\bbufferSize\s*\(""")
+        private val REPEAT_BLOCK = Regex("""\brepeat\s*\{""")
 
         private val STANDARD_DOCS = mapOf(
             StandardParameters.QPS to ("" to "QPs, replaces qps(n) (-q)"),
@@ -68,8 +70,8 @@ class ScriptParameters private constructor(
                 read.putIfAbsent(name, ScriptParameter(name, default, doc))
             }
             StandardParameters.READ_AT_CONNECT.forEach(::standard)
-            if (!Regex("""\bbufferSize\s*\(""").containsMatchIn(code)) standard(StandardParameters.SIZE)
-            if (Regex("""\brepeat\s*\{""").containsMatchIn(code)) {
+            if (!BUFFER_SIZE_CALL.containsMatchIn(code)) standard(StandardParameters.SIZE)
+            if (REPEAT_BLOCK.containsMatchIn(code)) {
                 standard(StandardParameters.ITERATIONS)
                 standard(StandardParameters.SECONDS)
                 standard(StandardParameters.WARMUP)
