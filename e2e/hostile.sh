@@ -334,7 +334,7 @@ case_script_not_utf8() {
 # 40 syntax errors: 10 shown as file:line:col, the rest counted.
 case_script_many_errors() {
   local ok=0
-  { echo 'rdma {'; for _ in $(seq 40); do echo '}'; done; } >"$case_dir/garbage.main.kts"
+  { echo 'import dev.rdmarun.dsl.*'; echo 'rdma {'; for _ in $(seq 40); do echo '}'; done; } >"$case_dir/garbage.main.kts"
   run garbage "$RDMA_RUN" "$case_dir/garbage.main.kts" --check
   expect_rc garbage 2 || ok=1
   if [ "$(grep -c 'garbage.main.kts:[0-9]*:[0-9]*: error: ' "$case_dir/garbage.log")" != 10 ]; then

@@ -297,6 +297,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             // A binary that happens to be valid UTF-8 gives one error per byte: the first few say enough.
             e.diagnostics.take(MAX_DIAGNOSTICS).forEach { say(it, err = true) }
             if (e.diagnostics.size > MAX_DIAGNOSTICS) say("... and ${e.diagnostics.size - MAX_DIAGNOSTICS} more errors", err = true)
+            e.hint?.let { say("hint: $it", err = true) }
             throw ProgramResult(2)
         }
         if (debug) {

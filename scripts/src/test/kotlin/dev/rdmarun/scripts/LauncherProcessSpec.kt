@@ -23,7 +23,7 @@ class LauncherProcessSpec : FunSpec({
     fun script(name: String, text: String) = File(dir, name).apply { writeText(text) }
 
     test("System.exit(n) in the scenario ends the run at once with status n, and says so") {
-        val exits = script("exits.main.kts", "rdma {\n    connect(peer)\n    server { System.exit(3) }\n    barrier()\n}\n")
+        val exits = script("exits.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    server { System.exit(3) }\n    barrier()\n}\n")
         val run = Launched(dir, exits.path, "--loopback", "-d", "soft0", "--timeout", "60s")
         run.awaitExit() shouldBe 3
         withClue(run.stderr()) {
@@ -41,7 +41,7 @@ class LauncherProcessSpec : FunSpec({
     }
 
     test("Ctrl-C on a scenario busy in a loop that never suspends: 'interrupted' once, exit 130") {
-        val busy = script("busy.main.kts", "rdma {\n    connect(peer)\n    println(\"started\"); System.out.flush()\n    while (true) {}\n}\n")
+        val busy = script("busy.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    println(\"started\"); System.out.flush()\n    while (true) {}\n}\n")
         val run = Launched(dir, busy.path, "--loopback", "-d", "soft0", "--timeout", "60s")
         run.interruptWhenStarted()
         run.awaitExit() shouldBe 130

@@ -26,6 +26,8 @@ class ReportSpec : FunSpec({
     fun script(name: String, text: String) = File(dir, name).apply { writeText(text) }
 
     val pingpong = script("pp.main.kts", """
+        import dev.rdmarun.dsl.*
+
         rdma {
             connect(peer)
             forEachQp {
@@ -37,6 +39,8 @@ class ReportSpec : FunSpec({
 
     // The client writes for the given seconds; the server only grants the access.
     val writes = script("writes.main.kts", """
+        import dev.rdmarun.dsl.*
+
         rdma {
             if (isServer) remoteAccess(RemoteAccess.WRITE)
             connect(peer)

@@ -82,6 +82,8 @@ class ResultsSpec : FunSpec({
 
     test("--params lists what the script reads, with defaults, docs and flags") {
         val documented = script("documented.main.kts", """
+            import dev.rdmarun.dsl.*
+
             rdma {
                 val op = param("op", "send") // send, write or read
                 bufferSize(sizeParam("size", 4096))
@@ -99,6 +101,8 @@ class ResultsSpec : FunSpec({
 
     test("the results lead with perftest's header, bandwidth and latency lines, the round trip one way") {
         val pingpong = script("pp.main.kts", """
+            import dev.rdmarun.dsl.*
+
             rdma {
                 bufferSize(8)
                 connect(peer)
@@ -161,6 +165,8 @@ class ResultsSpec : FunSpec({
     test("--interval adds interval records; --histogram writes the latency as .hgrm") {
         // The client writes for the given seconds; the server only grants the access.
         val writes = script("writes.main.kts", """
+            import dev.rdmarun.dsl.*
+
             rdma {
                 if (isServer) remoteAccess(RemoteAccess.WRITE)
                 connect(peer)

@@ -43,6 +43,9 @@ class ScenarioCommandSpec : FunSpec({
     // A scenario whose settings come from parameters, so the plan shows them.
     val parameterized = script("params.main.kts", """
         @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT")
+
+        import dev.rdmarun.dsl.*
+
         rdma {
             qps(intParam("qps", 1))
             bufferSize(intParam("size", 16))
@@ -139,18 +142,28 @@ class ScenarioCommandSpec : FunSpec({
     }
 
     test("a script that does not compile gives file:line:col errors and exit 2") {
-        val broken = script("broken.main.kts", "rdma {\n    qps(\"four\")\n    connect(peer)\n}\n")
+        val broken = script("broken.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    qps(\"four\")\n    connect(peer)\n}\n")
         val result = run(broken.path, "--check")
         result.statusCode shouldBe 2
         val lines = errors(result).lines()
         lines.shouldNotBeEmpty()
-        lines.first() shouldMatch Regex("^" + Regex.escape(broken.path) + ":2:\\d+: error: .*")
+        lines.first() shouldMatch Regex("^" + Regex.escape(broken.path) + ":4:\\d+: error: .*")
         result.stderr shouldNotContain "\tat "
         result.stdout shouldBe ""
     }
 
+    test("a script that uses the DSL without importing it: the errors, then a hint to import it, exit 2") {
+        val unimported = script("unimported.main.kts", "@file:DependsOn(\"dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT\")\n\nrdma { qps(2); connect(peer) }\n")
+        val result = run(unimported.path, "--check")
+        result.statusCode shouldBe 2
+        val lines = errors(result).lines()
+        lines.first() shouldMatch Regex("^" + Regex.escape(unimported.path) + ":3:1: error: Unresolved reference 'rdma'.*")
+        lines.last() shouldBe "hint: add `import dev.rdmarun.dsl.*` at the top of the script (after any @file: annotations)"
+        result.stdout shouldBe ""
+    }
+
     test("an invalid scenario exits 1 with its sentence, before any device or socket is touched") {
-        val invalid = script("invalid.main.kts", "rdma {\n    qps(0)\n    connect(peer)\n}\n")
+        val invalid = script("invalid.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    qps(0)\n    connect(peer)\n}\n")
         for (role in listOf(listOf("--check"), listOf("--peer", "127.0.0.1:1"), listOf("--listen", "18602"))) {
             val result = run(invalid.path, *role.toTypedArray())
             withClue(role.joinToString(" "), result) {
@@ -199,7 +212,7 @@ class ScenarioCommandSpec : FunSpec({
     }
 
     test("compiler errors: at most ${ScenarioCommand.MAX_DIAGNOSTICS}, then how many more") {
-        val garbage = script("garbage.main.kts", "rdma {\n" + "}\n".repeat(40))
+        val garbage = script("garbage.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n" + "}\n".repeat(40))
         val result = run(garbage.path, "--check")
         result.statusCode shouldBe 2
         val lines = errors(result).lines()
@@ -209,26 +222,26 @@ class ScenarioCommandSpec : FunSpec({
     }
 
     test("what the script's code throws inside rdma { } names its type and line, exit 1; --debug adds the stack trace") {
-        val boom = script("boom.main.kts", "rdma {\n    qps(1)\n    check(qpCount > 1) { \"boom\" }\n    connect(peer)\n}\n")
+        val boom = script("boom.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    qps(1)\n    check(qpCount > 1) { \"boom\" }\n    connect(peer)\n}\n")
         val plain = run(boom.path, "--peer", "127.0.0.1:1")
         plain.statusCode shouldBe 1
-        errors(plain) shouldBe "rdma-run: script failed at ${boom.path}:3: IllegalStateException: boom"
+        errors(plain) shouldBe "rdma-run: script failed at ${boom.path}:5: IllegalStateException: boom"
         val debug = run(boom.path, "--peer", "127.0.0.1:1", "--debug")
         debug.statusCode shouldBe 1
         debug.stderr shouldContain "\tat "
-        debug.stderr shouldContain "(boom.main.kts:3)"
+        debug.stderr shouldContain "(boom.main.kts:5)"
     }
 
     test("on both sides of --loopback, what the script throws after connect is reported at its line") {
-        val boom = script("boom-loopback.main.kts", "rdma {\n    connect(peer)\n    server { \"x\".toInt() }\n}\n")
+        val boom = script("boom-loopback.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    server { \"x\".toInt() }\n}\n")
         val result = run(boom.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
         result.statusCode shouldBe 1
-        result.stderr shouldContain "rdma-run (server): script failed at ${boom.path}:3: NumberFormatException: For input string: \"x\""
+        result.stderr shouldContain "rdma-run (server): script failed at ${boom.path}:5: NumberFormatException: For input string: \"x\""
     }
 
     test("the compiled script is cached: a second run says 'cache hit' under --debug and still gets the launcher's defaults") {
         val fresh = File(dir, "own-cache")
-        val text = script("cached.main.kts", "rdma { bufferSize(intParam(\"size\", 8)); connect(peer); send() }\n")
+        val text = script("cached.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { bufferSize(intParam(\"size\", 8)); connect(peer); send() }\n")
         val first = rdmaRun(fresh).test(listOf("run", text.path, "--check", "--debug"))
         first.stderr shouldContain "rdma-run: compiling cached.main.kts"
         val second = rdmaRun(fresh).test(listOf("run", text.path, "--check", "--debug", "--set", "size=24"))
@@ -260,7 +273,7 @@ class ScenarioCommandSpec : FunSpec({
     }
 
     test("--check runs the script up to connect(peer) only: what follows it never runs") {
-        val text = script("stops.main.kts", "rdma { qps(2); connect(peer); error(\"the operations ran\") }\n")
+        val text = script("stops.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { qps(2); connect(peer); error(\"the operations ran\") }\n")
         val result = run(text.path, "--check")
         result.statusCode shouldBe 0
         result.stdout shouldContain "QPs: 2 RC"
@@ -269,8 +282,8 @@ class ScenarioCommandSpec : FunSpec({
 
     test("two sides running different script texts are told so before anything runs") {
         val port = java.net.ServerSocket(0).use { it.localPort }
-        val a = script("a.main.kts", "rdma { connect(peer); barrier() }\n")
-        val b = script("b.main.kts", "rdma { connect(peer); barrier() } // another script\n")
+        val a = script("a.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { connect(peer); barrier() }\n")
+        val b = script("b.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { connect(peer); barrier() } // another script\n")
         // Compiled first (into the cache), so that the server's short wait is not spent compiling the client's script.
         run(a.path, "--check").statusCode shouldBe 0
         run(b.path, "--check").statusCode shouldBe 0

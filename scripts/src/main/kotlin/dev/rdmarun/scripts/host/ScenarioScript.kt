@@ -21,6 +21,10 @@ import kotlin.script.experimental.jvm.jvmTarget
  * so IntelliJ opens them with completion through their `@file:DependsOn("dev.rdmarun:rdma-dsl:…")`;
  * here the DSL is already on the classpath, so that annotation is accepted without resolving
  * anything (no network, no Maven), and any other dependency is refused with a clear error.
+ *
+ * The default imports are main-kts's own (the annotations), nothing more: a script imports the
+ * DSL itself (`import dev.rdmarun.dsl.*`), so what compiles here compiles in the IDE and under
+ * `kotlin FILE.main.kts`, and the other way round (StockMainKtsSpec checks the repository's).
  */
 @KotlinScript(
     displayName = "rdma-run scenario",
@@ -35,8 +39,6 @@ const val SUPPLIED_GROUP = "dev.rdmarun:"
 
 object ScenarioScriptCompilation : ScriptCompilationConfiguration({
     defaultImports(DependsOn::class, Repository::class)
-    defaultImports("dev.rdmarun.dsl.*", "kotlin.time.Duration.Companion.seconds",
-        "kotlin.time.Duration.Companion.milliseconds")
     jvm {
         // The launcher's own classpath (DSL, runtime, coroutines) is the scripts' classpath.
         dependenciesFromClassContext(ScenarioScript::class, wholeClasspath = true)

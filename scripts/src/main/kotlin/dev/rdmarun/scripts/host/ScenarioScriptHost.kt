@@ -36,9 +36,12 @@ import kotlin.script.experimental.jvmhost.createJvmCompilationConfigurationFromT
 import kotlin.script.experimental.jvmhost.createJvmEvaluationConfigurationFromTemplate
 import kotlinx.coroutines.runBlocking
 
-/** A script that does not compile: the compiler's errors as `file:line:col: error: message` lines. */
-open class ScriptCompilationException(val diagnostics: List<String>) :
-    RuntimeException(diagnostics.joinToString("\n"))
+/**
+ * A script that does not compile: the compiler's errors as `file:line:col: error: message` lines,
+ * and a [hint] (one sentence, without the `hint: ` prefix) when the likely cause is known.
+ */
+open class ScriptCompilationException(val diagnostics: List<String>, val hint: String? = null) :
+    RuntimeException((diagnostics + listOfNotNull(hint?.let { "hint: $it" })).joinToString("\n"))
 
 /** The file is no Kotlin script at all (binary, not UTF-8): [message] is the one sentence that says so. */
 class NotAScriptException(message: String) : ScriptCompilationException(listOf(message))
@@ -211,7 +214,7 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
         }
         return when (result) {
             is ResultWithDiagnostics.Success -> CompiledScenario(result.value, seen.hit, seen.jar, seen.storeError)
-            is ResultWithDiagnostics.Failure -> throw ScriptCompilationException(errors(file, result.reports))
+            is ResultWithDiagnostics.Failure -> throw ScriptCompilationException(errors(file, result.reports), hint(file, result.reports))
         }
     }
 
@@ -295,6 +298,17 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
                     ?: (d.sourcePath ?: file.path)
                 "$where: error: ${d.message}"
             }
+        }
+
+        /** What a script that uses the DSL without importing it needs: there are no default imports of it (see [ScenarioScript]). */
+        internal const val IMPORT_HINT = "add `import dev.rdmarun.dsl.*` at the top of the script (after any @file: annotations)"
+
+        private val dslImport = Regex("""^\s*import\s+dev\.rdmarun\.dsl\b""", RegexOption.MULTILINE)
+
+        /** [IMPORT_HINT] when names are unresolved and the script imports nothing from the DSL; else null. */
+        private fun hint(file: File, reports: List<ScriptDiagnostic>): String? {
+            val unresolved = reports.any { it.severity >= ScriptDiagnostic.Severity.ERROR && it.message.startsWith("Unresolved reference") }
+            return if (unresolved && !dslImport.containsMatchIn(file.readText())) IMPORT_HINT else null
         }
 
         /** ~/.cache/rdma-run/scripts, or $RDMA_RUN_CACHE/scripts (the VM suite points it at a shared folder). */

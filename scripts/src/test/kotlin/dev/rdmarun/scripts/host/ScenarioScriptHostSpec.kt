@@ -69,6 +69,24 @@ class ScenarioScriptHostSpec : FunSpec({
         e.diagnostics.first() shouldMatch Regex("^" + Regex.escape(file.path) + ":2:\\d+: error: .*mismatch.*")
     }
 
+    test("a script that uses the DSL without importing it gets the compiler's errors and a hint to import it") {
+        // No default import of the DSL (an IDE has none): the first unresolved name is the scenario itself.
+        val file = script("unimported.main.kts", "@file:DependsOn(\"dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT\")\n\nrdma { connect(peer) }\n")
+        val e = shouldThrow<ScriptCompilationException> { ScenarioScriptHost(null).compile(file) }
+        e.diagnostics.first() shouldMatch Regex("^" + Regex.escape(file.path) + ":3:1: error: Unresolved reference 'rdma'.*")
+        e.hint shouldBe "add `import dev.rdmarun.dsl.*` at the top of the script (after any @file: annotations)"
+        e.message!!.lines().last() shouldBe "hint: ${e.hint}"
+    }
+
+    test("no import hint when the script imports from the DSL, or when nothing is unresolved") {
+        val imported = script("imported.main.kts", "import dev.rdmarun.dsl.rdma\n\nrdma { connect(peer); nosuchCall() }\n")
+        val unresolved = shouldThrow<ScriptCompilationException> { ScenarioScriptHost(null).compile(imported) }
+        unresolved.diagnostics.single() shouldContain "Unresolved reference 'nosuchCall'"
+        unresolved.hint shouldBe null
+        val mismatch = script("mismatch.main.kts", "val x: String = 1\n")
+        shouldThrow<ScriptCompilationException> { ScenarioScriptHost(null).compile(mismatch) }.hint shouldBe null
+    }
+
     test("a dependency other than the DSL is refused, not downloaded") {
         val file = script("foreign.main.kts", "@file:DependsOn(\"org.example:thing:1.0\")\nprintln(1)\n")
         val e = shouldThrow<ScriptCompilationException> { ScenarioScriptHost(null).compile(file) }
