@@ -2,8 +2,8 @@
 # Builds rdma-run-VERSION-linux-x64.tar.gz (run by dist/pom.xml in `package`):
 #   dist/build.sh VERSION JAVA_HOME TARGET_DIR
 # The archive holds a Java runtime made by jlink with the modules the jars need (no JDK where it is
-# unpacked), the launcher's jars, bin/rdma-run, the samples, LICENSE, README.md and a man page
-# generated from the commands' --help.
+# unpacked), the launcher's jars with an AOT cache made by that runtime, bin/rdma-run, the samples,
+# LICENSE, README.md and a man page generated from the commands' --help.
 set -euo pipefail
 version=$1 jdk=$2 target=$3
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,6 +26,38 @@ cp -r "$root/scripts/target/lib" "$stage/app/lib"
 install -m 0755 "$here/rdma-run.sh" "$stage/bin/rdma-run"
 cp "$root"/samples/*.main.kts "$stage/samples/"
 cp "$root/LICENSE" "$root/README.md" "$stage/"
+
+# app/rdma-run.aot: the archive's AOT cache (JEP 483), which bin/rdma-run passes to the JVM (a cached
+# script reaches its first verbs call in under half the time, BENCHMARKS.md). Made as scripts/pom.xml
+# makes the checkout's: a plan check compiles the training script into a private compiled-script
+# cache (target/aot-training, with the logs; not in the archive), then a training run of it in
+# loopback on soft0 records what to cache. All with the archive's own runtime (a cache serves only
+# the JVM build that made it) and the launcher's options (with other module options JDK 25 rejects
+# the whole cache).
+# The cache records the jars' paths, and JDK 25.0.3 makes the cached classes' code source
+# (CodeSource.getLocation(), which the script host reads) from the recorded path as it is: null
+# where it does not exist, and a relative one is taken from the user's working directory. So the
+# runs open app/ as descriptor 9 and start -jar /proc/self/fd/9/rdma-run.jar: the recorded paths,
+# /proc/self/fd/9/rdma-run.jar and /proc/self/fd/9/lib/*.jar, hold wherever the archive is unpacked
+# once bin/rdma-run opens its app/ as descriptor 9 too, and say nothing of this build's directory.
+# Two steps (record, create) rather than -XX:AOTCacheOutput, whose second JVM would not inherit the
+# descriptor. -XX:-AOTAdapterCaching: JDK 25.0.3 would also store call adapters compiled for this
+# host's CPU and load them on any CPU, unchecked (later 25 updates turn them off); about 10 ms.
+training="$root/scripts/src/aot/training.main.kts"
+conf="$target/aot-training/rdma-run.aotconf"
+rm -rf "$target/aot-training" && mkdir -p "$target/aot-training"
+train() {
+  local log="$target/aot-training/$1.log"; shift
+  (exec 9<"$stage/app" && RDMA_RUN_CACHE="$target/aot-training" "$stage/runtime/bin/java" \
+    --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow "$@") >"$log" 2>&1 ||
+    { tail -20 "$log" >&2; exit 1; }
+}
+train check -jar /proc/self/fd/9/rdma-run.jar "$training" --check
+train record -XX:AOTMode=record -XX:AOTConfiguration="$conf" \
+  -jar /proc/self/fd/9/rdma-run.jar "$training" --loopback -d soft0
+train create -XX:AOTMode=create -XX:AOTConfiguration="$conf" -XX:AOTCache="$stage/app/rdma-run.aot" \
+  -XX:+UnlockDiagnosticVMOptions -XX:-AOTAdapterCaching -jar /proc/self/fd/9/rdma-run.jar
+rm "$conf"
 
 # The man page, from --help as this build prints it (so every option of every command is in it).
 launch() { COLUMNS=80 "$stage/bin/rdma-run" "$@"; }

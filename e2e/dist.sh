@@ -2,7 +2,9 @@
 # The release archive, as a user gets it: unpacks dist/target/rdma-run-*-linux-x64.tar.gz into a
 # temporary directory and, with no JDK to be found (JAVA_HOME unset, PATH without one), runs
 # `rdma-run --version`, `rdma-run devices` (on a host without RDMA it exits 1 and lists soft0),
-# the card sample on soft0 in loopback, and renders the man page. Run by .ci/run after the build.
+# the card sample on soft0 in loopback, and renders the man page; checks that the runtime loads the
+# launcher's classes from the archive's AOT cache, there and after a move to another directory,
+# and that it runs, quietly, with the cache unusable or removed. Run by .ci/run after the build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 archive=$(ls "$root"/dist/target/rdma-run-*-linux-x64.tar.gz 2>/dev/null | head -1)
@@ -30,5 +32,31 @@ if command -v groff >/dev/null; then
   label="the man page renders without warnings"
   check bash -c "[ -z \"\$(groff -man -Tutf8 -ww '$home/man/man1/rdma-run.1' 2>&1 >/dev/null)\" ]"
 fi
-echo "dist: $(basename "$archive"): $(du -h "$archive" | cut -f1), unpacked $(du -sh "$home" | cut -f1)"
+unpacked=$(du -sh "$home" | cut -f1)
+
+# The AOT cache, made in dist/target/stage: the class-loading log names it ("shared objects file")
+# as the source of the launcher's classes, and after a move to another directory a script runs with
+# them (the script host reads their code source, which JDK 25 derives from the paths the cache
+# recorded).
+traced() { out=$(RDMA_RUN_JAVA_OPTS=-Xlog:class+load=info user "$@" 2>&1) && rc=0 || rc=$?; }
+from_cache() { [ "$rc" -eq 0 ] && grep -q '^\[.*\] dev\.rdmarun\.scripts\.MainKt source: shared objects file$' <<<"$out"; }
+card_from_cache() { from_cache && grep -q 'loopback on soft0: server and client succeeded' <<<"$out"; }
+traced --version
+label="--version with the launcher's classes from the AOT cache"
+check from_cache
+mkdir -p "$tmp/moved/deeper" && mv "$home" "$tmp/moved/deeper/" && home=$(echo "$tmp"/moved/deeper/rdma-run-*)
+cd "$tmp"
+traced "$home/samples/card.main.kts" --loopback -d soft0 -n 10
+label="moved to another directory, the card sample with its classes from the AOT cache"
+check card_from_cache
+[ $fail -eq 0 ] || printf '%s\n' "$out" | grep -v '\[class,load' | tail -20 >&2
+# Without a usable cache it runs as before, and says nothing about it.
+quiet() { out=$(user --version 2>"$tmp/err") && grep -q '^rdma-run ' <<<"$out" && [ ! -s "$tmp/err" ]; }
+head -c 1000000 "$home/app/rdma-run.aot" >"$tmp/cut.aot" && mv "$tmp/cut.aot" "$home/app/rdma-run.aot"
+label="--version with a truncated AOT cache, nothing on standard error"
+check quiet
+rm "$home/app/rdma-run.aot"
+label="--version without the AOT cache, nothing on standard error"
+check quiet
+echo "dist: $(basename "$archive"): $(du -h "$archive" | cut -f1), unpacked $unpacked"
 exit $fail
