@@ -520,6 +520,7 @@ internal class Session(
         for (d in drivers) d.awaitEverything()
         drivers.forEach { it.engine.finishReceiving() }
         sendControl(Done(1, drivers.map { it.engine.stats().messagesSent() }))
+        polling.relax() // nothing more to post here: stop spinning a core the peer (and the device) may need
         val peerDone = awaitControl(Done(1), "the end of its scenario") as Done
         // Both sides' work is complete, so every message is in a completion queue or on its way
         // there (a device may acknowledge before it writes the completion): wait for the count.

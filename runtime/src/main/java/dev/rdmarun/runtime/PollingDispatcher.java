@@ -70,6 +70,8 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     private final ArrayDeque<Runnable> localTasks = new ArrayDeque<>();
     private final ConcurrentLinkedQueue<Runnable> remoteTasks = new ConcurrentLinkedQueue<>();
     private IdleStrategy idle;
+    /** {@link #relax}: a BUSY_SPIN dispatcher backs off when idle and is unparked by {@link #execute}. */
+    private volatile boolean relaxed;
     private volatile UnmatchedCompletionHandler unmatched = (c, i) -> { };
     private volatile boolean running = true;
     private volatile boolean sleeping;
@@ -132,6 +134,7 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
         this.channel = channel;
         this.idle = idleStrategy(mode);
         this.mode = mode;
+        this.relaxed = false;
     }
 
     public boolean isDispatcherThread() {
@@ -205,9 +208,23 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     private void wake() {
         if (mode == IdleMode.EVENT) {
             if (sleeping) signalEventFd();
-        } else if (mode == IdleMode.BACKOFF) {
+        } else if (mode == IdleMode.BACKOFF || relaxed) {
             LockSupport.unpark(thread);
         }
+    }
+
+    /**
+     * From now on a BUSY_SPIN dispatcher stops spinning when it finds no work: it spins a little,
+     * yields, then parks for up to 1 ms (any other mode is unchanged). For a side that only waits
+     * for its peer: a core spinning for nothing is a core taken from the peer and, on a small VM,
+     * from rxe's own work in the kernel. Completions and tasks are still taken, the latter at once.
+     * Dispatcher thread only.
+     */
+    public void relax() {
+        checkThread();
+        if (mode != IdleMode.BUSY_SPIN || relaxed) return;
+        idle = idleStrategy(IdleMode.BACKOFF);
+        relaxed = true;
     }
 
     private void checkThread() {

@@ -50,6 +50,29 @@ class PollingDispatcherTest {
         }
     }
 
+    @org.junit.jupiter.api.Test
+    void aRelaxedBusyDispatcherParksWhenIdleAndStillRunsEveryTask() throws Exception {
+        try (PollingDispatcher d = PollingDispatcher.start("relaxed", IdleMode.BUSY_SPIN, null)) {
+            assertThrows(IllegalStateException.class, d::relax, "relax() is for the dispatcher thread");
+            CompletableFuture<Thread> thread = new CompletableFuture<>();
+            d.execute(() -> {
+                d.relax();
+                thread.complete(Thread.currentThread());
+            });
+            Thread t = thread.get(10, TimeUnit.SECONDS);
+            // Idle, it ends up parked (a spinning thread is always RUNNABLE): looked at until a deadline.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            boolean parked = false;
+            while (!parked && System.nanoTime() < deadline) parked = t.getState() == Thread.State.TIMED_WAITING;
+            assertTrue(parked, "an idle relaxed dispatcher parks");
+            for (int i = 0; i < 200; i++) {
+                CountDownLatch ran = new CountDownLatch(1);
+                d.execute(ran::countDown);
+                assertTrue(ran.await(10, TimeUnit.SECONDS), "task " + i + " was not run");
+            }
+        }
+    }
+
     @ParameterizedTest
     @EnumSource(IdleMode.class)
     void closeFailsPendingOperationsAndRejectsNewTasks(IdleMode mode) throws Exception {
