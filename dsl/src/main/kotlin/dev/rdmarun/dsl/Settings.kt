@@ -14,7 +14,11 @@ enum class CqMode { SHARED, PER_QP }
 /** How the dispatcher thread waits for completions (see [IdleMode]). */
 @Serializable
 enum class CompletionMode(val idleMode: IdleMode) {
-    /** Spin on the CQs: lowest latency, one core at 100%. */
+    /**
+     * Spin on the CQs: lowest latency, one core at 100% while this side's block runs. Once it has
+     * returned and the side only waits for its peer to end, it backs off (spin, yield, park up to
+     * 1 ms) instead of taking a core its peer or the device may need.
+     */
     BUSY(IdleMode.BUSY_SPIN),
 
     /** Spin, then yield, then park with growing back-off. */
