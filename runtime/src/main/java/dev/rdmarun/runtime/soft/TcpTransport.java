@@ -178,9 +178,14 @@ final class TcpTransport {
         return outbound.compute(new Route(remote, key), (r, c) -> c == null || c.dead ? start(new Connection(r, null)) : c);
     }
 
-    /** A connection's reader and writer. */
+    /**
+     * An authenticated connection's reader and writer: platform threads that block in read and
+     * write. Virtual ones cost a trip through the JDK's poller and a carrier hand-off each time a
+     * read or write waits, which a stream of frames does all the time. (The handshake of an
+     * accepted connection stays on a cheap virtual thread: anyone may open one.)
+     */
     private static Thread.Builder io() {
-        return Thread.ofVirtual();
+        return Thread.ofPlatform().daemon(true);
     }
 
     private Connection start(Connection c) {
@@ -201,7 +206,7 @@ final class TcpTransport {
                 }
                 s.setOption(StandardSocketOptions.TCP_NODELAY, true);
                 Connection c = start(new Connection(null, s));
-                io().name(context.deviceName() + "-tcp-auth").start(c::acceptorLoop);
+                Thread.ofVirtual().name(context.deviceName() + "-tcp-auth").start(c::acceptorLoop);
             } catch (IOException | RuntimeException | Error e) {
                 if (closed || !server.isOpen()) return;
                 // one failed accept (out of descriptors, say) must not end the listener
@@ -334,10 +339,11 @@ final class TcpTransport {
             });
         }
 
-        /** Accepted connection: authenticates (or closes), then reads frames; the writer starts once it is authenticated. */
+        /** Accepted connection: authenticates (or closes); once it is, a reader and the writer start. */
         void acceptorLoop() {
             SocketChannel s = socket;
             boolean counted = true;
+            boolean reading = false;
             try {
                 if (s == null) return;
                 // The handshake goes through the socket's streams (read timeouts); frames then through the channel.
@@ -365,16 +371,30 @@ final class TcpTransport {
                 authenticating.decrementAndGet();
                 counted = false;
                 writer.start();
-                readLoop(s);
+                io().name(context.deviceName() + "-tcp-reader").start(() -> {
+                    try {
+                        readLoop(s);
+                    } catch (IOException | RuntimeException | Error e) {
+                        // a peer gone or garbage: the connection ends
+                    } finally {
+                        ended();
+                    }
+                });
+                reading = true;
             } catch (IOException | RuntimeException | Error e) {
                 // garbage, a peer gone, or a deadline passed: the connection ends
             } finally {
                 if (counted) authenticating.decrementAndGet();
-                dead = true; // an accepted connection ends with its socket: forget it
-                closeSocket();
-                connections.remove(this);
-                if (writer.isAlive()) LockSupport.unpark(writer);
+                if (!reading) ended();
             }
+        }
+
+        /** An accepted connection ends with its socket: forget it. */
+        private void ended() {
+            dead = true;
+            closeSocket();
+            connections.remove(this);
+            if (writer.isAlive()) LockSupport.unpark(writer);
         }
 
         /** Outbound connection: connects, proves the key and checks the acceptor's proof, then starts the reader. */
