@@ -48,6 +48,12 @@ final class Packet {
     private MemorySegment payload = MemorySegment.ofBuffer(buffer);
     int length;
 
+    /**
+     * Request: the next request for the same QP had already arrived behind this one (the TCP reader
+     * saw its header), so the responder may leave this one's ACK to a later, cumulative one.
+     */
+    boolean followed;
+
     /** Where a response to this packet goes (the link it arrived on); set by the receiving side. */
     Link replyLink;
     /** Outbound hop this packet waits for when its link was busy (see {@link Engine#send}). */
@@ -65,6 +71,7 @@ final class Packet {
     void reset() {
         kind = opcode = rnrTimer = dstQpn = srcQpn = psn = srcLid = rkey = imm = readLength = length = 0;
         remoteAddress = compareAdd = swap = 0L;
+        followed = false;
         replyLink = via = null;
     }
 

@@ -64,7 +64,9 @@ import org.jctools.queues.atomic.MpscAtomicArrayQueue;
  * buffer, their payloads from the packets' direct buffers, with no copy in between. The reader
  * takes frames through a {@value #READ_BUFFER}-byte buffer (many small ones per read); once a
  * header is judged, the rest of its payload is read straight into the packet, together with
- * whatever follows it (the next frame's start, into the buffer: no read for the next header).
+ * whatever follows it (the next frame's start, into the buffer). When that shows the next request
+ * for the same QP already there, the responder may leave this one's ACK to a later, cumulative one
+ * ({@link SoftQueuePair}).
  */
 final class TcpTransport {
     static final String MAGIC_TEXT = "RDSW";
@@ -91,6 +93,8 @@ final class TcpTransport {
      * large payload is read straight into its packet (only what came with its header is copied).
      */
     static final int READ_BUFFER = 8192;
+    /** The largest payload of a next request that lets the responder defer the ACK of the one before. */
+    static final int FOLLOWING_PAYLOAD = 1 << 16;
     private static final int CONNECT_TIMEOUT_MS = 3000;
     private static final long RECONNECT_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
     private static final long SWEEP_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
@@ -576,6 +580,7 @@ final class TcpTransport {
                     return true;
                 }
                 readPayload(s, in, scatter, p.payloadBuffer(length));
+                p.followed = p.kind == Packet.REQUEST && nextRequestFor(in, p.dstQpn);
                 p.replyLink = this;
                 while (!context.engine.deliver(p)) {
                     if (closed || dead) return false;
@@ -608,6 +613,16 @@ final class TcpTransport {
                 scatter[0] = null;
                 in.flip();
             }
+        }
+
+        /**
+         * Whether the buffer holds the whole header of a request for qpn (the next frame, already
+         * received) whose payload is at most {@value #FOLLOWING_PAYLOAD} bytes (so it is soon here too).
+         */
+        private static boolean nextRequestFor(ByteBuffer in, int qpn) {
+            int at = in.position();
+            return in.remaining() >= FRAME_HEADER && in.get(at + 4) == Packet.REQUEST && in.getInt(at + 8) == qpn
+                    && in.getInt(at) - HEADER <= FOLLOWING_PAYLOAD;
         }
 
         /** Reads until at least n bytes (at most READ_BUFFER) are unparsed in the reader's buffer. */

@@ -8,22 +8,34 @@ import java.io.DataOutputStream;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.ByteBuffer;
+import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.util.Arrays;
 
-/** A soft0 TCP peer written by hand: the attacker, or a party that knows the key. */
+/** A soft0 TCP peer written by hand: the attacker, or a party that knows the key (either end of the handshake). */
 final class RawPeer implements AutoCloseable {
     final Socket socket;
     final DataOutputStream out;
     final DataInputStream in;
 
     RawPeer(InetSocketAddress at) throws IOException {
-        socket = new Socket(at.getAddress(), at.getPort());
+        this(new Socket(at.getAddress(), at.getPort()));
+    }
+
+    private RawPeer(Socket s) throws IOException {
+        socket = s;
         socket.setSoTimeout(30_000); // a safety net against hanging, not an assertion
         out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
         in = new DataInputStream(socket.getInputStream());
+    }
+
+    /** The connection a soft0 QP opens to this listener (which stands in for its peer's). */
+    static RawPeer accept(ServerSocket listener) throws IOException {
+        listener.setSoTimeout(30_000);
+        return new RawPeer(listener.accept());
     }
 
     /** The connector's side of the handshake; true when the acceptor proved it knows the key. */
@@ -43,6 +55,26 @@ final class RawPeer implements AutoCloseable {
         out.write(proveIt ? TcpTransport.mac(key, TcpTransport.CONNECTOR_LABEL, nonceA, nonceC) : new byte[32]);
         out.flush();
         return ok;
+    }
+
+    /** The acceptor's side of the handshake; true when the connector asked for key and proved it. */
+    boolean acceptAuthenticated(FabricKey key) throws IOException {
+        byte[] hello = new byte[4 + 2 + 8 + 32];
+        in.readFully(hello);
+        ByteBuffer h = ByteBuffer.wrap(hello);
+        if (h.getInt() != TcpTransport.MAGIC || h.getShort() != TcpTransport.VERSION) return false;
+        if (!Arrays.equals(Arrays.copyOfRange(hello, 6, 14), TcpTransport.keyIdBytes(key))) return false;
+        byte[] nonceC = Arrays.copyOfRange(hello, 14, 46);
+        byte[] nonceA = new byte[32];
+        new SecureRandom().nextBytes(nonceA);
+        out.writeInt(TcpTransport.MAGIC);
+        out.writeShort(TcpTransport.VERSION);
+        out.write(nonceA);
+        out.write(TcpTransport.mac(key, TcpTransport.ACCEPTOR_LABEL, nonceC, nonceA));
+        out.flush();
+        byte[] proof = new byte[32];
+        in.readFully(proof);
+        return MessageDigest.isEqual(proof, TcpTransport.mac(key, TcpTransport.CONNECTOR_LABEL, nonceA, nonceC));
     }
 
     /** A packet to send (a fresh one, never pooled). */

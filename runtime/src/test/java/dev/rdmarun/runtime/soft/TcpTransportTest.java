@@ -17,6 +17,11 @@ import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.RtrAttributes;
 import dev.rdmarun.runtime.RtsAttributes;
+import dev.rdmarun.runtime.SendFlags;
+import dev.rdmarun.runtime.WcStatus;
+import dev.rdmarun.runtime.WorkCompletions;
+import dev.rdmarun.runtime.WrOpcode;
+import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -29,7 +34,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * soft0's TCP data path against a peer written by hand ({@link RawPeer}) that holds the fabric
- * key: frames of any size land intact, and a frame that fails its checks writes nothing.
+ * key: frames of any size land intact, a frame that fails its checks writes nothing, and ACKs
+ * are cumulative both ways (the responder answers a burst once, the requester completes every
+ * SEND and WRITE before the request an answer is for).
  */
 class TcpTransportTest {
     private static final int PEER_QPN = 0x4242;
@@ -79,6 +86,13 @@ class TcpTransportTest {
         return peer;
     }
 
+    /** Takes the connection the QP opens to its peer, as that peer. */
+    private RawPeer responder() throws Exception {
+        RawPeer peer = RawPeer.accept(outside);
+        assertTrue(peer.acceptAuthenticated(key), "the connector proves it knows the key");
+        return peer;
+    }
+
     private static byte[] pattern(int n, int seed) {
         byte[] b = new byte[n];
         for (int i = 0; i < n; i++) b[i] = (byte) (seed + i * 31 + (i >>> 8));
@@ -98,6 +112,22 @@ class TcpTransportTest {
             answers.add(p);
         } while (p.psn != psn);
         return answers;
+    }
+
+    private List<WcStatus> poll(int n, List<Long> wrIds) {
+        List<WcStatus> statuses = new ArrayList<>();
+        try (WorkCompletions wc = new WorkCompletions(n)) {
+            long deadline = System.nanoTime() + 30_000_000_000L; // a safety net against hanging
+            while (statuses.size() < n) {
+                assertTrue(System.nanoTime() < deadline, "only " + statuses.size() + " of " + n + " completions");
+                int got = cq.poll(wc);
+                for (int i = 0; i < got; i++) {
+                    statuses.add(wc.status(i));
+                    wrIds.add(wc.wrId(i));
+                }
+            }
+        }
+        return statuses;
     }
 
     @Test
@@ -120,6 +150,84 @@ class TcpTransportTest {
             offset += sizes[i] + 13;
         }
         assertEquals(QpState.RTS, qp.queryState());
+    }
+
+    @Test
+    void aBurstThatArrivesTogetherIsAcknowledgedOnceForItsLastRequest() throws Exception {
+        int n = 8;
+        Packet[] burst = new Packet[n];
+        for (int i = 0; i < n; i++) {
+            burst[i] = RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN + i, mr.address() + 8L * i, mr.rkey(),
+                    new byte[] {(byte) (i + 1), 0, 0, 0, 0, 0, 0, 0});
+        }
+        List<Packet> answers;
+        try (RawPeer peer = requester()) {
+            peer.send(burst); // 576 bytes in one write: each request but the last has its successor behind it
+            answers = answersUpTo(peer, PEER_PSN + n - 1);
+        }
+        assertTrue(answers.size() < n, answers.size() + " ACKs for " + n + " requests that arrived together");
+        int last = PEER_PSN - 1;
+        for (Packet a : answers) {
+            assertEquals(Packet.ACK, a.kind);
+            assertEquals(PEER_QPN, a.dstQpn);
+            assertEquals(qp.qpNum(), a.srcQpn);
+            assertTrue(a.psn > last, "cumulative ACKs only move forward");
+            last = a.psn;
+        }
+        for (int i = 0; i < n; i++) assertEquals(i + 1, mr.segment().get(ValueLayout.JAVA_LONG, 8L * i));
+    }
+
+    @Test
+    void oneAckForTheLastOfSeveralWritesCompletesThemAll() throws Exception {
+        for (int i = 1; i <= 4; i++) qp.postWrite(i, mr, 0, 64, 0x10_0000L, 0x77, SendFlags.SIGNALED);
+        try (RawPeer peer = responder()) {
+            int lastPsn = 0;
+            for (int i = 0; i < 4; i++) {
+                Packet request = peer.readFrame();
+                assertEquals(MY_PSN + i, request.psn);
+                assertEquals(64, request.length);
+                lastPsn = request.psn;
+            }
+            peer.send(RawPeer.packet(Packet.ACK, 0, qp.qpNum(), PEER_QPN, peerLid, lastPsn));
+            List<Long> wrIds = new ArrayList<>();
+            assertEquals(List.of(WcStatus.SUCCESS, WcStatus.SUCCESS, WcStatus.SUCCESS, WcStatus.SUCCESS), poll(4, wrIds));
+            assertEquals(List.of(1L, 2L, 3L, 4L), wrIds);
+        }
+    }
+
+    @Test
+    void aNakForALaterWriteCompletesTheOnesBeforeItAndFailsIt() throws Exception {
+        for (int i = 1; i <= 4; i++) qp.postWrite(i, mr, 0, 8, 0x10_0000L, 0x77, SendFlags.SIGNALED);
+        try (RawPeer peer = responder()) {
+            for (int i = 0; i < 4; i++) peer.readFrame();
+            peer.send(RawPeer.packet(Packet.NAK, Packet.NAK_REMOTE_ACCESS, qp.qpNum(), PEER_QPN, peerLid, MY_PSN + 2));
+            List<Long> wrIds = new ArrayList<>();
+            assertEquals(List.of(WcStatus.SUCCESS, WcStatus.SUCCESS, WcStatus.REM_ACCESS_ERR, WcStatus.WR_FLUSH_ERR),
+                    poll(4, wrIds));
+            assertEquals(List.of(1L, 2L, 3L, 4L), wrIds);
+        }
+    }
+
+    /** A READ's only answer is its data: an ACK for a request after it does not complete it. */
+    @Test
+    void anAckPastAReadDoesNotCompleteTheRead() throws Exception {
+        qp.postWrite(1, mr, 0, 8, 0x10_0000L, 0x77, SendFlags.SIGNALED);
+        qp.postRead(2, mr, 4096, 16, 0x10_0000L, 0x77, SendFlags.SIGNALED);
+        qp.postWrite(3, mr, 0, 8, 0x10_0000L, 0x77, SendFlags.SIGNALED);
+        try (RawPeer peer = responder()) {
+            for (int i = 0; i < 3; i++) peer.readFrame();
+            Packet ackPastTheRead = RawPeer.packet(Packet.ACK, 0, qp.qpNum(), PEER_QPN, peerLid, MY_PSN + 2);
+            Packet data = RawPeer.packet(Packet.READ_RESPONSE, 0, qp.qpNum(), PEER_QPN, peerLid, MY_PSN + 1);
+            data.copyFrom(MemorySegment.ofArray(pattern(16, 5)), 0, 16);
+            peer.send(ackPastTheRead, data);
+            List<Long> wrIds = new ArrayList<>();
+            assertEquals(List.of(WcStatus.SUCCESS, WcStatus.SUCCESS), poll(2, wrIds), "the WRITE, then the READ");
+            assertEquals(List.of(1L, 2L), wrIds);
+            assertArrayEquals(pattern(16, 5), memory(4096, 16), "the READ completed with its data");
+            peer.send(RawPeer.packet(Packet.ACK, 0, qp.qpNum(), PEER_QPN, peerLid, MY_PSN + 2));
+            assertEquals(List.of(WcStatus.SUCCESS), poll(1, wrIds));
+            assertEquals(3L, wrIds.get(2));
+        }
     }
 
     @Test
@@ -162,5 +270,28 @@ class TcpTransportTest {
         }
         assertArrayEquals(new byte[REGION], memory(0, REGION));
         assertEquals(QpState.ERR, qp.queryState());
+    }
+
+    /**
+     * A request whose ACK was left to its successor is still acknowledged when that successor
+     * brings no answer that covers it: a duplicate (answered for its older PSN), or one out of
+     * sequence (dropped).
+     */
+    @Test
+    void aDeferredAckIsSentWhenTheNextRequestDoesNotCoverIt() throws Exception {
+        try (RawPeer peer = requester()) {
+            peer.write(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN, mr.address(), mr.rkey(), new byte[] {1});
+            assertEquals(PEER_PSN, peer.readFrame().psn);
+            peer.send(RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN + 1, mr.address() + 1, mr.rkey(), new byte[] {2}),
+                    RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN, mr.address(), mr.rkey(), new byte[] {9}));
+            List<Packet> answers = answersUpTo(peer, PEER_PSN + 1);
+            assertEquals(List.of(PEER_PSN, PEER_PSN + 1), answers.stream().map(a -> a.psn).toList(),
+                    "the duplicate's ACK, then the one left for it");
+            peer.send(RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN + 2, mr.address() + 2, mr.rkey(), new byte[] {3}),
+                    RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN + 9, mr.address() + 3, mr.rkey(), new byte[] {9}));
+            assertEquals(PEER_PSN + 2, peer.readFrame().psn, "the request before one out of sequence");
+            for (Packet a : answers) assertEquals(Packet.ACK, a.kind);
+        }
+        assertArrayEquals(new byte[] {1, 2, 3, 0}, memory(0, 4), "a duplicate or out of sequence request is not executed");
     }
 }
