@@ -1,7 +1,7 @@
 package dev.rdmarun.runtime.soft;
 
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
 
 /**
  * One message of the software fabric: a request (one whole work request: the emulation does not
@@ -39,9 +39,20 @@ final class Packet {
     /** READ request: how many bytes to read (its response carries them as payload). */
     int readLength;
 
-    /** Payload: SEND/WRITE data of a request, READ data of a response. */
-    byte[] data = new byte[256];
+    /**
+     * Payload: SEND/WRITE data of a request, READ data of a response; [0, length) of a direct
+     * buffer, so the TCP transport reads and writes it with no copy through the JDK's own
+     * temporary direct buffers. {@link #payload} is the same memory, for copies to and from regions.
+     */
+    private ByteBuffer buffer = ByteBuffer.allocateDirect(256);
+    private MemorySegment payload = MemorySegment.ofBuffer(buffer);
     int length;
+
+    /**
+     * Request: the next request for the same QP had already arrived behind this one (the TCP reader
+     * saw its header), so the responder may leave this one's ACK to a later, cumulative one.
+     */
+    boolean followed;
 
     /** Where a response to this packet goes (the link it arrived on); set by the receiving side. */
     Link replyLink;
@@ -60,24 +71,44 @@ final class Packet {
     void reset() {
         kind = opcode = rnrTimer = dstQpn = srcQpn = psn = srcLid = rkey = imm = readLength = length = 0;
         remoteAddress = compareAdd = swap = 0L;
+        followed = false;
         replyLink = via = null;
     }
 
     /** Grows the payload buffer to at least n bytes, doubling but never past max_msg_sz (a peer's frame sets n). */
     void ensureCapacity(int n) {
-        if (data.length < n) data = new byte[(int) Math.max(n, Math.min(data.length * 2L, SoftContext.MAX_MESSAGE))];
+        if (buffer.capacity() < n) {
+            buffer = ByteBuffer.allocateDirect((int) Math.max(n, Math.min(buffer.capacity() * 2L, SoftContext.MAX_MESSAGE)));
+            payload = MemorySegment.ofBuffer(buffer);
+        }
+    }
+
+    int capacity() {
+        return buffer.capacity();
+    }
+
+    /** The payload as a buffer positioned at 0 with limit length: what a frame carries after its header. */
+    ByteBuffer payloadBuffer() {
+        return buffer.clear().limit(length);
+    }
+
+    /** A buffer of n bytes at 0 to read a payload into (grown first); the payload is then n bytes long. */
+    ByteBuffer payloadBuffer(int n) {
+        ensureCapacity(n);
+        length = n;
+        return buffer.clear().limit(n);
     }
 
     /** Copies [offset, offset+n) of memory into the payload. */
     void copyFrom(MemorySegment memory, long offset, int n) {
         ensureCapacity(n);
-        MemorySegment.copy(memory, ValueLayout.JAVA_BYTE, offset, data, 0, n);
+        MemorySegment.copy(memory, offset, payload, 0, n);
         length = n;
     }
 
     /** Copies the payload into memory at offset. */
     void copyTo(MemorySegment memory, long offset) {
-        MemorySegment.copy(data, 0, memory, ValueLayout.JAVA_BYTE, offset, length);
+        MemorySegment.copy(payload, 0, memory, offset, length);
     }
 
     boolean isRequest() {

@@ -24,6 +24,8 @@ final class SoftCompletionQueue extends CompletionQueue {
     private static final int WC_WITH_IMM = 2;
 
     private final SoftCompletionChannel channel;
+    /** The thread that polls this CQ, as far as its naps go: a completion ends its nap. */
+    private volatile PollIdle poller;
     private final int capacity;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment ring;
@@ -75,6 +77,8 @@ final class SoftCompletionQueue extends CompletionQueue {
             ring.set(JAVA_INT, base + Structs.WC_WC_FLAGS, WC_WITH_IMM);
         }
         tail++;
+        PollIdle p = poller;
+        if (p != null) p.wake();
         if (armed && (!solicitedOnly || solicited || status != WcStatus.SUCCESS)) {
             armed = false;
             eventPending.set(true);
@@ -91,10 +95,23 @@ final class SoftCompletionQueue extends CompletionQueue {
     protected int pollInto(MemorySegment wcArray, int max) {
         int n = take(wcArray, max);
         // The "hardware" of soft0 is threads of this machine (the engine, the TCP transport): a
-        // caller that busy-polls an empty CQ lets them run, or on a machine with as many busy
-        // pollers as cores every completion would wait for the scheduler to preempt one.
-        if (n == 0) Thread.yield();
+        // caller that busy-polls an empty CQ lets them run (PollIdle), or on a machine with as many
+        // busy pollers as cores every completion would wait for the scheduler to preempt one.
+        PollIdle idle = poller;
+        if (idle == null || idle.thread != Thread.currentThread()) poller = idle = PollIdle.ofCurrentThread();
+        if (n != 0) {
+            idle.completed();
+        } else if (channel != null) {
+            Thread.yield();
+        } else {
+            idle.idle(this);
+        }
         return n;
+    }
+
+    /** No completion waits (nor an overflow). */
+    synchronized boolean isEmpty() {
+        return tail == head && !overflowed;
     }
 
     private synchronized int take(MemorySegment wcArray, int max) {

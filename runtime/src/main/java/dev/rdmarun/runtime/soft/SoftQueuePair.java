@@ -34,7 +34,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <ul>
  *   <li>the state machine of {@link QpTransitions}; a wrong modify is EINVAL;</li>
  *   <li>requester: work requests go out in order, one PSN each; ACKs complete them in order (only
- *       signaled ones, and errors, make completions); an RNR NAK rewinds to that request and
+ *       signaled ones, and errors, make completions), and as RC's ACKs are cumulative, an answer
+ *       to a request also acknowledges the SENDs and WRITEs before it; an RNR NAK rewinds to that request and
  *       retries after the responder's min_rnr_timer, rnr_retry times (7: forever), then
  *       RNR_RETRY_EXC_ERR; no answer within the ACK timeout retries retry_cnt times, then
  *       RETRY_EXC_ERR; a NAK ends the QP (REM_ACCESS_ERR, REM_INV_REQ_ERR, REM_OP_ERR);</li>
@@ -43,6 +44,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *       the rkey's region: same PD, access flag, bounds (else remote access error); a message
  *       longer than the receive is an invalid request; atomics need 8-byte alignment; such errors
  *       put the responder in ERR too (class C);</li>
+ *   <li>responder over TCP: a SEND or WRITE whose successor for this QP has already arrived is
+ *       acknowledged with that successor's answer (at most {@value #ACK_EVERY} requests and
+ *       {@value #ACK_EVERY_BYTES} bytes per ACK; the last of a burst is answered at once);</li>
  *   <li>ERR flushes every outstanding work request with WR_FLUSH_ERR; RESET empties the queues.</li>
  * </ul>
  *
@@ -57,6 +61,13 @@ import java.util.concurrent.atomic.AtomicBoolean;
 final class SoftQueuePair extends QueuePair {
     private static final int PSN_MASK = 0xffffff;
     private static final int INFINITE_RNR_RETRY = 7;
+    /**
+     * At most this many requests, and this many payload bytes, share one ACK: a burst still moves
+     * the requester's window along, and its ACK timeout (which counts from its last completion)
+     * sees at most that much more data between two ACKs than with an ACK per request.
+     */
+    static final int ACK_EVERY = 16;
+    static final int ACK_EVERY_BYTES = 1 << 18;
 
     private final SoftContext context;
     private final SoftProtectionDomain pd;
@@ -115,6 +126,13 @@ final class SoftQueuePair extends QueuePair {
     // ---- responder: the last atomic, replayed for a duplicate of it ----
     private int lastAtomicPsn = -1;
     private long lastAtomicOriginal;
+
+    // ---- responder: an ACK left to a later one (the next request had already arrived) ----
+    private int deferredAcks;
+    private long deferredBytes;
+    private int deferredPsn;
+    /** The link the deferred ACK goes back on; null when no ACK is deferred. */
+    private Link deferredLink;
 
     private static final class SendWqe {
         long wrId;
@@ -284,6 +302,9 @@ final class SoftQueuePair extends QueuePair {
         releaseKey();
         access = Set.of();
         lastAtomicPsn = -1;
+        deferredAcks = 0;
+        deferredBytes = 0;
+        deferredLink = null;
     }
 
     private void releaseKey() {
@@ -445,7 +466,12 @@ final class SoftQueuePair extends QueuePair {
                 if (destroyed || state != QpState.RTS || ackNext == sendNext) return;
                 if (!fromPeer(p) || p.srcQpn != destQpn || p.srcLid != peerLid) return; // not our peer
                 SendWqe w = sq[(int) (ackNext % sq.length)];
-                if (p.psn != w.psn) return; // stale: from before a rewind
+                if (p.psn != w.psn) {
+                    // A response to a later request acknowledges the SENDs and WRITEs before it
+                    // (a responder ACKs a burst once); else it is stale, from before a rewind.
+                    if (!impliedAcks(psnDiff(p.psn, w.psn))) return;
+                    w = sq[(int) (ackNext % sq.length)];
+                }
                 switch (p.kind) {
                     case Packet.ACK -> {
                         if (w.opcode == WrOpcode.RDMA_READ || w.opcode.isAtomic()) completeWithError(w, WcStatus.BAD_RESP_ERR);
@@ -470,6 +496,22 @@ final class SoftQueuePair extends QueuePair {
             }
         }
         transmit();
+    }
+
+    /**
+     * The n oldest outstanding requests succeeded, as a response to the one after them says: they
+     * complete, if they are all SENDs and WRITEs (whose only answer is an ACK). False, with nothing
+     * completed, when n is not inside the requests sent, or a READ or atomic is among them (its
+     * own response never came: the packet is stale).
+     */
+    private boolean impliedAcks(int n) {
+        if (n <= 0 || n >= sendNext - ackNext) return false;
+        for (int i = 0; i < n; i++) {
+            WrOpcode op = sq[(int) ((ackNext + i) % sq.length)].opcode;
+            if (op == WrOpcode.RDMA_READ || op.isAtomic()) return false;
+        }
+        for (int i = 0; i < n; i++) completed(sq[(int) (ackNext % sq.length)], 0);
+        return true;
     }
 
     /** Writes READ data or an atomic's original value into the local region; false after an error completion. */
@@ -569,16 +611,19 @@ final class SoftQueuePair extends QueuePair {
             if (destroyed || state != QpState.RTR && state != QpState.RTS
                     || !fromPeer(p) || p.srcQpn != destQpn || p.srcLid != peerLid) {
                 p.release(); // not for a connected QP: a real RNIC drops it silently too
+                sendDeferredAck();
                 return;
             }
             WrOpcode op = WrOpcode.of(p.opcode);
             int diff = psnDiff(p.psn, expectedPsn);
             if (diff > 0) {
                 p.release(); // out of sequence (after an RNR NAK): the requester rewinds to the expected PSN
+                sendDeferredAck();
                 return;
             }
             if (diff < 0) {
                 duplicate(p, op);
+                sendDeferredAck(); // the duplicate's answer is for an older PSN: it acknowledges none of the deferred
                 return;
             }
             Access needed = switch (op) {
@@ -730,11 +775,43 @@ final class SoftQueuePair extends QueuePair {
         respond(p);
     }
 
+    /**
+     * Acknowledges a request that succeeded. When the next request for this QP had already arrived
+     * (TCP), the ACK is left to the answer to that one, which acknowledges both (RC's ACKs are
+     * cumulative): a burst costs one ACK per {@value #ACK_EVERY} requests, and its last one, whose
+     * successor is not there, is always answered at once.
+     */
     private void ack(Packet p) {
         expectedPsn = (expectedPsn + 1) & PSN_MASK;
+        if (p.followed && p.replyLink != null && deferredAcks < ACK_EVERY - 1
+                && deferredBytes + p.length < ACK_EVERY_BYTES) {
+            deferredAcks++;
+            deferredBytes += p.length;
+            deferredPsn = p.psn;
+            deferredLink = p.replyLink;
+            p.release();
+            return;
+        }
         p.kind = Packet.ACK;
         p.length = 0;
         respond(p);
+    }
+
+    /** Sends the ACK left for a later request now (that request brought no answer that covers it). */
+    private void sendDeferredAck() {
+        Link back = deferredLink;
+        if (back == null) return;
+        deferredLink = null;
+        deferredAcks = 0;
+        deferredBytes = 0;
+        if (destroyed || state != QpState.RTR && state != QpState.RTS) return;
+        Packet a = context.pool.acquire();
+        a.kind = Packet.ACK;
+        a.psn = deferredPsn;
+        a.srcQpn = qpn;
+        a.dstQpn = destQpn;
+        a.srcLid = srcLid;
+        context.engine.send(back, a);
     }
 
     /**
@@ -755,6 +832,12 @@ final class SoftQueuePair extends QueuePair {
 
     /** Turns a request into its response (same PSN) and sends it back the way it came. */
     private void respond(Packet p) {
+        // An answer to this PSN (or a later one) acknowledges every request before it.
+        if (deferredLink != null && psnDiff(p.psn, deferredPsn) > 0) {
+            deferredLink = null;
+            deferredAcks = 0;
+            deferredBytes = 0;
+        }
         int requester = p.srcQpn;
         p.srcQpn = qpn;
         p.dstQpn = requester;
@@ -781,6 +864,9 @@ final class SoftQueuePair extends QueuePair {
     /** ERR: every outstanding work request completes with WR_FLUSH_ERR. */
     private void moveToError() {
         state = QpState.ERR;
+        deferredLink = null; // a QP in error answers nothing more
+        deferredAcks = 0;
+        deferredBytes = 0;
         rnrDeadline = ackDeadline = 0;
         flushSendQueue();
         flushReceiveQueue();

@@ -3,19 +3,18 @@ package dev.rdmarun.runtime.soft;
 import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WrOpcode;
-import java.io.BufferedInputStream;
-import java.io.BufferedOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
@@ -59,12 +58,23 @@ import org.jctools.queues.atomic.MpscAtomicArrayQueue;
  * no QP, or for a QP whose peer is not behind this connection's key, is skipped unread into
  * memory. What was in flight on a closed connection is lost, which the requesters' retry timers
  * turn into RETRY_EXC_ERR, as a real fabric would.
+ *
+ * <p>An authenticated connection has a reader and a writer thread. The writer sends up to
+ * {@value #BATCH} queued frames with one gathering write: their headers from its own direct
+ * buffer, their payloads from the packets' direct buffers, with no copy in between. The reader
+ * takes frames through a {@value #READ_BUFFER}-byte buffer (many small ones per read); once a
+ * header is judged, the rest of its payload is read straight into the packet, together with
+ * whatever follows it (the next frame's start, into the buffer). When that shows the next request
+ * for the same QP already there, the responder may leave this one's ACK to a later, cumulative one
+ * ({@link SoftQueuePair}).
  */
 final class TcpTransport {
     static final String MAGIC_TEXT = "RDSW";
     static final int MAGIC = 0x52445357;
     static final int VERSION = 2;
     static final int HEADER = 60;
+    /** A frame's length field and header: what a reader needs before it can judge the frame. */
+    static final int FRAME_HEADER = 4 + HEADER;
     static final int KEY_ID_LENGTH = 8;
     static final int NONCE_LENGTH = 32;
     static final int MAC_LENGTH = 32;
@@ -76,12 +86,21 @@ final class TcpTransport {
     static final byte[] CONNECTOR_LABEL = "rdma-run soft0 connector".getBytes(StandardCharsets.US_ASCII);
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final int QUEUE = 1 << 14;
+    /** Frames a writer gathers into one write (two buffers each: header, payload). */
+    static final int BATCH = 64;
+    /**
+     * A reader's buffer: small frames (ACKs) are taken many per read from it, while most of a
+     * large payload is read straight into its packet (only what came with its header is copied).
+     */
+    static final int READ_BUFFER = 8192;
+    /** The largest payload of a next request that lets the responder defer the ACK of the one before. */
+    static final int FOLLOWING_PAYLOAD = 1 << 16;
     private static final int CONNECT_TIMEOUT_MS = 3000;
     private static final long RECONNECT_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
     private static final long SWEEP_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     private final SoftContext context;
-    private final ConcurrentHashMap<InetAddress, ServerSocket> listeners = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<InetAddress, ServerSocketChannel> listeners = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Route, Connection> outbound = new ConcurrentHashMap<>();
     private final Set<Connection> connections = ConcurrentHashMap.newKeySet();
     private final AtomicInteger authenticating = new AtomicInteger();
@@ -138,12 +157,12 @@ final class TcpTransport {
      */
     int listen(InetAddress address) {
         if (closed) throw new VerbsException("this soft0 context is closed", null);
-        ServerSocket server = listeners.computeIfAbsent(address, a -> {
+        ServerSocketChannel server = listeners.computeIfAbsent(address, a -> {
             try {
-                ServerSocket s = new ServerSocket();
+                ServerSocketChannel s = ServerSocketChannel.open();
                 s.bind(new InetSocketAddress(a, 0));
                 Thread.ofVirtual().name(context.deviceName() + "-accept").start(() -> acceptLoop(s));
-                SoftFabric.listening(new InetSocketAddress(a, s.getLocalPort()), context);
+                SoftFabric.listening(new InetSocketAddress(a, s.socket().getLocalPort()), context);
                 return s;
             } catch (IOException e) {
                 throw new VerbsException("the software provider cannot listen on " + a.getHostAddress() + ": "
@@ -154,7 +173,7 @@ final class TcpTransport {
         });
         startSweeper();
         if (closed) closeQuietly(server);
-        return server.getLocalPort();
+        return server.socket().getLocalPort();
     }
 
     /** The connection that carries requests with this key to this remote listener (connected on first use). */
@@ -163,27 +182,37 @@ final class TcpTransport {
         return outbound.compute(new Route(remote, key), (r, c) -> c == null || c.dead ? start(new Connection(r, null)) : c);
     }
 
+    /**
+     * An authenticated connection's reader and writer: platform threads that block in read and
+     * write. Virtual ones cost a trip through the JDK's poller and a carrier hand-off each time a
+     * read or write waits, which a stream of frames does all the time. (The handshake of an
+     * accepted connection stays on a cheap virtual thread: anyone may open one.)
+     */
+    private static Thread.Builder io() {
+        return Thread.ofPlatform().daemon(true);
+    }
+
     private Connection start(Connection c) {
         connections.add(c);
-        c.writer = Thread.ofVirtual().name(context.deviceName() + "-tcp-writer").unstarted(c::writeLoop);
+        c.writer = io().name(context.deviceName() + "-tcp-writer").unstarted(c::writeLoop);
         if (c.route != null) c.writer.start();
         return c;
     }
 
-    private void acceptLoop(ServerSocket server) {
-        while (!closed && !server.isClosed()) {
+    private void acceptLoop(ServerSocketChannel server) {
+        while (!closed && server.isOpen()) {
             try {
-                Socket s = server.accept();
+                SocketChannel s = server.accept();
                 if (authenticating.incrementAndGet() > MAX_UNAUTHENTICATED || closed) {
                     authenticating.decrementAndGet();
                     closeQuietly(s);
                     continue;
                 }
-                s.setTcpNoDelay(true);
+                s.setOption(StandardSocketOptions.TCP_NODELAY, true);
                 Connection c = start(new Connection(null, s));
                 Thread.ofVirtual().name(context.deviceName() + "-tcp-auth").start(c::acceptorLoop);
             } catch (IOException | RuntimeException | Error e) {
-                if (closed || server.isClosed()) return;
+                if (closed || !server.isOpen()) return;
                 // one failed accept (out of descriptors, say) must not end the listener
             }
         }
@@ -222,12 +251,12 @@ final class TcpTransport {
 
     /** The addresses the listeners are bound to. */
     java.util.List<InetAddress> listenerAddresses() {
-        return listeners.values().stream().map(ServerSocket::getInetAddress).toList();
+        return listeners.values().stream().map(s -> s.socket().getInetAddress()).toList();
     }
 
     void close() {
         closed = true;
-        for (ServerSocket s : listeners.values()) closeQuietly(s);
+        for (ServerSocketChannel s : listeners.values()) closeQuietly(s);
         for (Connection c : connections) c.close();
         Thread t = sweeper;
         if (t != null) {
@@ -255,8 +284,11 @@ final class TcpTransport {
     final class Connection implements Link {
         private final Route route;
         private final MpscAtomicArrayQueue<Packet> out = new MpscAtomicArrayQueue<>(QUEUE);
-        private final byte[] skip = new byte[8192];
-        private volatile Socket socket;
+        /** The writer's batch: its packets, their headers (direct, one slot each) and the buffers of one gathering write. */
+        private final Packet[] batch = new Packet[BATCH];
+        private final ByteBuffer[] headers = new ByteBuffer[BATCH];
+        private final ByteBuffer[] gather = new ByteBuffer[2 * BATCH];
+        private volatile SocketChannel socket;
         private volatile boolean writerSleeping;
         private volatile boolean dead;
         /** The key this connection proved; null until it did. */
@@ -265,7 +297,7 @@ final class TcpTransport {
         private volatile long lastActivity = System.nanoTime();
         Thread writer;
 
-        Connection(Route route, Socket accepted) {
+        Connection(Route route, SocketChannel accepted) {
             this.route = route;
             this.socket = accepted;
         }
@@ -291,7 +323,7 @@ final class TcpTransport {
                 connections.remove(this);
                 return;
             }
-            Socket s = socket;
+            SocketChannel s = socket;
             FabricKey k = key;
             if (s != null && k == null) {
                 if (now - openedAt > TimeUnit.MILLISECONDS.toNanos(AUTH_DEADLINE_MS)) closeSocket();
@@ -311,14 +343,16 @@ final class TcpTransport {
             });
         }
 
-        /** Accepted connection: authenticates (or closes), then reads frames; the writer starts once it is authenticated. */
+        /** Accepted connection: authenticates (or closes); once it is, a reader and the writer start. */
         void acceptorLoop() {
-            Socket s = socket;
+            SocketChannel s = socket;
             boolean counted = true;
+            boolean reading = false;
             try {
                 if (s == null) return;
-                InputStream in = s.getInputStream();
-                OutputStream o = s.getOutputStream();
+                // The handshake goes through the socket's streams (read timeouts); frames then through the channel.
+                InputStream in = s.socket().getInputStream();
+                OutputStream o = s.socket().getOutputStream();
                 byte[] hello = readExactly(in, 4 + 2 + KEY_ID_LENGTH + NONCE_LENGTH);
                 if (readInt(hello, 0) != MAGIC || ((hello[4] & 0xff) << 8 | hello[5] & 0xff) != VERSION) return;
                 FabricKey k = context.keyById(HexFormat.of().formatHex(hello, 6, 6 + KEY_ID_LENGTH));
@@ -341,28 +375,42 @@ final class TcpTransport {
                 authenticating.decrementAndGet();
                 counted = false;
                 writer.start();
-                readLoop(s, in);
+                io().name(context.deviceName() + "-tcp-reader").start(() -> {
+                    try {
+                        readLoop(s);
+                    } catch (IOException | RuntimeException | Error e) {
+                        // a peer gone or garbage: the connection ends
+                    } finally {
+                        ended();
+                    }
+                });
+                reading = true;
             } catch (IOException | RuntimeException | Error e) {
                 // garbage, a peer gone, or a deadline passed: the connection ends
             } finally {
                 if (counted) authenticating.decrementAndGet();
-                dead = true; // an accepted connection ends with its socket: forget it
-                closeSocket();
-                connections.remove(this);
-                if (writer.isAlive()) LockSupport.unpark(writer);
+                if (!reading) ended();
             }
         }
 
+        /** An accepted connection ends with its socket: forget it. */
+        private void ended() {
+            dead = true;
+            closeSocket();
+            connections.remove(this);
+            if (writer.isAlive()) LockSupport.unpark(writer);
+        }
+
         /** Outbound connection: connects, proves the key and checks the acceptor's proof, then starts the reader. */
-        private DataOutputStream connect() throws IOException {
-            Socket s = new Socket();
+        private SocketChannel connect() throws IOException {
+            SocketChannel s = SocketChannel.open();
             openedAt = System.nanoTime(); // before the socket is visible: the sweeper times the handshake from here
             socket = s;
-            s.setTcpNoDelay(true);
-            s.connect(route.remote(), CONNECT_TIMEOUT_MS);
+            s.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            s.socket().connect(route.remote(), CONNECT_TIMEOUT_MS);
             if (closed || dead) throw new IOException("closed");
-            InputStream in = s.getInputStream();
-            OutputStream o = s.getOutputStream();
+            InputStream in = s.socket().getInputStream();
+            OutputStream o = s.socket().getOutputStream();
             byte[] nonceC = new byte[NONCE_LENGTH];
             RANDOM.nextBytes(nonceC);
             byte[] hello = new byte[4 + 2 + KEY_ID_LENGTH + NONCE_LENGTH];
@@ -386,9 +434,9 @@ final class TcpTransport {
             o.flush();
             key = route.key();
             lastActivity = System.nanoTime();
-            Thread.ofVirtual().name(context.deviceName() + "-tcp-reader").start(() -> {
+            io().name(context.deviceName() + "-tcp-reader").start(() -> {
                 try {
-                    readLoop(s, in);
+                    readLoop(s);
                 } catch (IOException | RuntimeException | Error e) {
                     // peer gone or garbage: the connection ends (the writer reconnects if it has work)
                 } finally {
@@ -396,7 +444,7 @@ final class TcpTransport {
                     LockSupport.unpark(writer);
                 }
             });
-            return new DataOutputStream(new BufferedOutputStream(o, 1 << 16));
+            return s;
         }
 
         /**
@@ -406,7 +454,7 @@ final class TcpTransport {
         private byte[] readExactly(InputStream in, int n) throws IOException {
             byte[] b = new byte[n];
             int got = 0;
-            Socket s = socket;
+            Socket s = socket == null ? null : socket.socket();
             while (got < n) {
                 long left = TimeUnit.NANOSECONDS.toMillis(openedAt + TimeUnit.MILLISECONDS.toNanos(AUTH_DEADLINE_MS)
                         - System.nanoTime());
@@ -421,13 +469,16 @@ final class TcpTransport {
         }
 
         void writeLoop() {
+            // Made by the writer, which starts once a connection is authenticated (or has work to connect for).
+            ByteBuffer slots = ByteBuffer.allocateDirect(BATCH * FRAME_HEADER);
+            for (int i = 0; i < BATCH; i++) headers[i] = slots.slice(i * FRAME_HEADER, FRAME_HEADER);
             long retryAfter = 0;
-            DataOutputStream output = null;
+            SocketChannel output = null;
             while (!closed && !dead) {
                 try {
                     if (output == null) {
                         if (route == null) {
-                            output = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 1 << 16));
+                            output = socket;
                         } else {
                             if (out.isEmpty() || System.nanoTime() - retryAfter < 0) {
                                 sleep();
@@ -437,17 +488,9 @@ final class TcpTransport {
                         }
                     }
                     if (socket == null) throw new IOException("connection lost");
-                    Packet p = out.poll();
-                    if (p == null) {
-                        output.flush();
+                    if (!writeBatch(output)) {
                         lastActivity = System.nanoTime();
                         sleep();
-                        continue;
-                    }
-                    try {
-                        write(output, p);
-                    } finally {
-                        p.release();
                     }
                 } catch (IOException | RuntimeException | Error e) {
                     // The connection failed: what is queued is lost (requesters retry and time out).
@@ -465,6 +508,36 @@ final class TcpTransport {
             drop();
         }
 
+        /**
+         * Writes what is queued, up to BATCH frames, with one gathering write (every frame's header
+         * and payload, with no copy); false when nothing was queued.
+         */
+        private boolean writeBatch(SocketChannel output) throws IOException {
+            int n = 0;
+            Packet p;
+            while (n < BATCH && (p = out.poll()) != null) batch[n++] = p;
+            if (n == 0) return false;
+            try {
+                int buffers = 0;
+                long bytes = 0;
+                for (int i = 0; i < n; i++) {
+                    ByteBuffer header = headers[i].clear();
+                    writeHeader(header, batch[i]);
+                    gather[buffers++] = header.flip();
+                    if (batch[i].length > 0) gather[buffers++] = batch[i].payloadBuffer();
+                    bytes += FRAME_HEADER + batch[i].length;
+                }
+                while (bytes > 0) bytes -= output.write(gather, 0, buffers);
+            } finally {
+                for (int i = 0; i < n; i++) {
+                    batch[i].release();
+                    batch[i] = null;
+                }
+                java.util.Arrays.fill(gather, null);
+            }
+            return true;
+        }
+
         private void sleep() {
             writerSleeping = true;
             if (out.isEmpty() && !closed && !dead) LockSupport.parkNanos(this, TimeUnit.MILLISECONDS.toNanos(50));
@@ -477,41 +550,104 @@ final class TcpTransport {
         }
 
         /** Reads frames of an authenticated connection until it ends; only frames for QPs behind this key are kept. */
-        private void readLoop(Socket s, InputStream raw) throws IOException {
-            DataInputStream input = new DataInputStream(new BufferedInputStream(raw, 1 << 16));
+        private void readLoop(SocketChannel s) throws IOException {
             FabricKey k = key;
-            while (!closed && socket == s) {
-                Packet p = context.pool.acquire();
-                boolean kept = false;
-                try {
-                    int length = readHeader(input, p);
-                    if (length < 0) return; // malformed: the connection ends
-                    lastActivity = System.nanoTime();
-                    SoftQueuePair qp = context.qp(p.dstQpn);
-                    if (qp == null || !qp.acceptsOver(k)) {
-                        skip(input, length); // not ours to read: dropped unread
-                        skippedFrames.incrementAndGet();
-                        continue;
-                    }
-                    readPayload(input, p, length);
-                    p.replyLink = this;
-                    while (!context.engine.deliver(p)) {
-                        if (closed || dead) return;
-                        LockSupport.parkNanos(10_000);
-                    }
-                    kept = true;
-                } finally {
-                    if (!kept) p.release();
-                }
+            // In read mode: [position, limit) is read from the socket and not yet parsed. One per
+            // reader: a reconnection's reader may start while the old one is still ending.
+            ByteBuffer in = ByteBuffer.allocateDirect(READ_BUFFER).limit(0);
+            ByteBuffer[] scatter = {null, in};
+            // The loop stays thin: the JIT compiles a method after some hundred calls, but the body
+            // of a loop that never returns only after tens of thousands of iterations (interpreted until then).
+            while (!closed && socket == s && readFrame(s, in, scatter, k)) {
+                lastActivity = System.nanoTime();
             }
         }
 
-        private void skip(DataInputStream in, int n) throws IOException {
-            while (n > 0) {
-                int chunk = Math.min(n, skip.length);
-                in.readFully(skip, 0, chunk);
-                n -= chunk;
+        /** Reads one frame and hands it to the engine (or skips it); false when the connection is to end. */
+        private boolean readFrame(SocketChannel s, ByteBuffer in, ByteBuffer[] scatter, FabricKey k) throws IOException {
+            fill(s, in, 4);
+            if (frameLength(in) < 0) return false; // too long (or short) for any packet
+            fill(s, in, FRAME_HEADER);
+            Packet p = context.pool.acquire();
+            boolean kept = false;
+            try {
+                int length = readHeader(in, p);
+                if (length < 0) return false; // malformed
+                SoftQueuePair qp = context.qp(p.dstQpn);
+                if (qp == null || !qp.acceptsOver(k)) {
+                    skip(s, in, length); // not ours to read: dropped unread
+                    skippedFrames.incrementAndGet();
+                    return true;
+                }
+                readPayload(s, in, scatter, p.payloadBuffer(length));
+                p.followed = p.kind == Packet.REQUEST && nextRequestFor(in, p.dstQpn);
+                p.replyLink = this;
+                while (!context.engine.deliver(p)) {
+                    if (closed || dead) return false;
+                    LockSupport.parkNanos(10_000);
+                }
+                kept = true;
+                return true;
+            } finally {
+                if (!kept) p.release();
             }
+        }
+
+        /**
+         * Fills payload: what came with the header is copied from the buffer; the rest is read
+         * straight into the payload, and what follows it (the next frames' start) into the buffer.
+         */
+        private static void readPayload(SocketChannel s, ByteBuffer in, ByteBuffer[] scatter, ByteBuffer payload)
+                throws IOException {
+            int buffered = Math.min(payload.remaining(), in.remaining());
+            payload.put(0, in, in.position(), buffered).position(buffered);
+            in.position(in.position() + buffered);
+            if (!payload.hasRemaining()) return;
+            in.clear(); // it was all this payload's
+            scatter[0] = payload;
+            try {
+                while (payload.hasRemaining()) {
+                    if (s.read(scatter) < 0) throw new EOFException();
+                }
+            } finally {
+                scatter[0] = null;
+                in.flip();
+            }
+        }
+
+        /**
+         * Whether the buffer holds the whole header of a request for qpn (the next frame, already
+         * received) whose payload is at most {@value #FOLLOWING_PAYLOAD} bytes (so it is soon here too).
+         */
+        private static boolean nextRequestFor(ByteBuffer in, int qpn) {
+            int at = in.position();
+            return in.remaining() >= FRAME_HEADER && in.get(at + 4) == Packet.REQUEST && in.getInt(at + 8) == qpn
+                    && in.getInt(at) - HEADER <= FOLLOWING_PAYLOAD;
+        }
+
+        /** Reads until at least n bytes (at most READ_BUFFER) are unparsed in the reader's buffer. */
+        private static void fill(SocketChannel s, ByteBuffer in, int n) throws IOException {
+            if (in.remaining() >= n) return;
+            in.compact();
+            while (in.position() < n) {
+                if (s.read(in) < 0) throw new EOFException();
+            }
+            in.flip();
+        }
+
+        /** Consumes n bytes of the stream through the reader's buffer, keeping none of them. */
+        private static void skip(SocketChannel s, ByteBuffer in, int n) throws IOException {
+            int buffered = Math.min(n, in.remaining());
+            in.position(in.position() + buffered);
+            n -= buffered;
+            if (n == 0) return;
+            while (n > 0) {
+                in.clear().limit(Math.min(n, in.capacity()));
+                int r = s.read(in);
+                if (r < 0) throw new EOFException();
+                n -= r;
+            }
+            in.clear().limit(0); // all of it was this frame's
         }
 
         void close() {
@@ -521,7 +657,7 @@ final class TcpTransport {
         }
 
         private void closeSocket() {
-            Socket s = socket;
+            SocketChannel s = socket;
             socket = null;
             if (s != null) closeQuietly(s);
         }
@@ -538,57 +674,61 @@ final class TcpTransport {
         b[at + 3] = (byte) v;
     }
 
-    static void write(DataOutputStream o, Packet p) throws IOException {
-        o.writeInt(HEADER + p.length);
-        o.writeByte(p.kind);
-        o.writeByte(p.opcode);
-        o.writeByte(p.rnrTimer);
-        o.writeByte(0);
-        o.writeInt(p.dstQpn);
-        o.writeInt(p.srcQpn);
-        o.writeInt(p.psn);
-        o.writeInt(p.srcLid);
-        o.writeLong(p.remoteAddress);
-        o.writeInt(p.rkey);
-        o.writeInt(p.imm);
-        o.writeLong(p.compareAdd);
-        o.writeLong(p.swap);
-        o.writeInt(p.readLength);
-        o.writeInt(p.length);
-        o.write(p.data, 0, p.length);
+    /** Puts a frame's length and header for p at b's position ({@value #FRAME_HEADER} bytes, big-endian); its payload follows. */
+    static void writeHeader(ByteBuffer b, Packet p) {
+        b.putInt(HEADER + p.length);
+        b.put((byte) p.kind);
+        b.put((byte) p.opcode);
+        b.put((byte) p.rnrTimer);
+        b.put((byte) 0);
+        b.putInt(p.dstQpn);
+        b.putInt(p.srcQpn);
+        b.putInt(p.psn);
+        b.putInt(p.srcLid);
+        b.putLong(p.remoteAddress);
+        b.putInt(p.rkey);
+        b.putInt(p.imm);
+        b.putLong(p.compareAdd);
+        b.putLong(p.swap);
+        b.putInt(p.readLength);
+        b.putInt(p.length);
     }
 
     /**
-     * Reads one frame's length and header into p; returns the payload length still to read, or -1
-     * when the frame is not a valid packet (too long for max_msg_sz included).
+     * The length of the frame that starts at b's position (its first 4 bytes, not consumed), or -1
+     * when no valid frame is that long (shorter than a header, or longer than max_msg_sz plus one).
      */
-    static int readHeader(DataInputStream in, Packet p) throws IOException {
-        int frame = in.readInt();
-        if (frame < HEADER || frame - HEADER > SoftContext.MAX_MESSAGE) return -1;
-        p.kind = in.readUnsignedByte();
-        p.opcode = in.readUnsignedByte();
-        p.rnrTimer = in.readUnsignedByte();
-        in.readUnsignedByte();
-        p.dstQpn = in.readInt();
-        p.srcQpn = in.readInt();
-        p.psn = in.readInt();
-        p.srcLid = in.readInt();
-        p.remoteAddress = in.readLong();
-        p.rkey = in.readInt();
-        p.imm = in.readInt();
-        p.compareAdd = in.readLong();
-        p.swap = in.readLong();
-        p.readLength = in.readInt();
-        int length = in.readInt();
-        if (length != frame - HEADER || !valid(p)) return -1;
-        return length;
+    static int frameLength(ByteBuffer b) {
+        int frame = b.getInt(b.position());
+        return frame < HEADER || frame - HEADER > SoftContext.MAX_MESSAGE ? -1 : frame;
     }
 
-    /** Reads the payload of a frame whose header {@link #readHeader} accepted (length bounded by max_msg_sz there). */
-    static void readPayload(DataInputStream in, Packet p, int length) throws IOException {
-        p.ensureCapacity(length);
-        in.readFully(p.data, 0, length);
-        p.length = length;
+    /**
+     * Reads one frame's length and header ({@value #FRAME_HEADER} bytes at b's position) into p;
+     * returns the payload length still to read, or -1 when the frame is not a valid packet (too long
+     * for max_msg_sz included). Nothing is allocated: the payload is read only after this accepted it.
+     */
+    static int readHeader(ByteBuffer b, Packet p) {
+        int frame = frameLength(b);
+        if (frame < 0) return -1;
+        b.getInt();
+        p.kind = b.get() & 0xff;
+        p.opcode = b.get() & 0xff;
+        p.rnrTimer = b.get() & 0xff;
+        b.get();
+        p.dstQpn = b.getInt();
+        p.srcQpn = b.getInt();
+        p.psn = b.getInt();
+        p.srcLid = b.getInt();
+        p.remoteAddress = b.getLong();
+        p.rkey = b.getInt();
+        p.imm = b.getInt();
+        p.compareAdd = b.getLong();
+        p.swap = b.getLong();
+        p.readLength = b.getInt();
+        int length = b.getInt();
+        if (length != frame - HEADER || !valid(p)) return -1;
+        return length;
     }
 
     private static boolean valid(Packet p) {

@@ -22,16 +22,10 @@ import dev.rdmarun.runtime.SendFlags;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WcStatus;
 import dev.rdmarun.runtime.WorkCompletions;
-import dev.rdmarun.runtime.WrOpcode;
-import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.IOException;
 import java.lang.foreign.ValueLayout;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
-import java.net.Socket;
-import java.security.SecureRandom;
 import java.util.EnumSet;
 import java.util.Set;
 import org.junit.jupiter.api.AfterEach;
@@ -74,72 +68,6 @@ class SoftFabricSecurityTest {
     private static void connect(Side s, QpEndpoint remote, FabricKey key, int timeout) {
         s.qp().modifyToRtr(RtrAttributes.of(remote, 1, s.gid().index(), remote.mtu()).withFabricKey(key));
         s.qp().modifyToRts(RtsAttributes.of(s.endpoint().psn()).withRetry(timeout, 7));
-    }
-
-    /** A TCP peer written by hand: the attacker, or a party that knows the key. */
-    private static final class RawPeer implements AutoCloseable {
-        final Socket socket;
-        final DataOutputStream out;
-        final DataInputStream in;
-
-        RawPeer(InetSocketAddress at) throws IOException {
-            socket = new Socket(at.getAddress(), at.getPort());
-            socket.setSoTimeout(30_000); // a safety net against hanging, not an assertion
-            out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
-            in = new DataInputStream(socket.getInputStream());
-        }
-
-        /** The connector's side of the handshake; true when the acceptor proved it knows the key. */
-        boolean authenticate(FabricKey key, boolean proveIt) throws IOException {
-            byte[] nonceC = new byte[32];
-            new SecureRandom().nextBytes(nonceC);
-            out.writeInt(TcpTransport.MAGIC);
-            out.writeShort(TcpTransport.VERSION);
-            out.write(TcpTransport.keyIdBytes(key));
-            out.write(nonceC);
-            out.flush();
-            byte[] reply = new byte[6 + 32 + 32];
-            in.readFully(reply);
-            byte[] nonceA = java.util.Arrays.copyOfRange(reply, 6, 38);
-            byte[] mac = java.util.Arrays.copyOfRange(reply, 38, 70);
-            boolean ok = java.util.Arrays.equals(mac, TcpTransport.mac(key, TcpTransport.ACCEPTOR_LABEL, nonceC, nonceA));
-            out.write(proveIt ? TcpTransport.mac(key, TcpTransport.CONNECTOR_LABEL, nonceA, nonceC) : new byte[32]);
-            out.flush();
-            return ok;
-        }
-
-        void write(int dstQpn, int srcQpn, int srcLid, int psn, long address, int rkey, byte[] payload) throws IOException {
-            Packet p = new Packet(new PacketPool(2));
-            p.kind = Packet.REQUEST;
-            p.opcode = WrOpcode.RDMA_WRITE.code();
-            p.dstQpn = dstQpn;
-            p.srcQpn = srcQpn;
-            p.srcLid = srcLid;
-            p.psn = psn;
-            p.remoteAddress = address;
-            p.rkey = rkey;
-            p.data = payload;
-            p.length = payload.length;
-            TcpTransport.write(out, p);
-            out.flush();
-        }
-
-        /** True when the other side closed the connection (everything it sent before is skipped). */
-        boolean closedByPeer() {
-            try {
-                while (in.read() >= 0) {
-                    // what a closing peer still had to say
-                }
-                return true;
-            } catch (IOException e) {
-                return true; // reset: closed as well
-            }
-        }
-
-        @Override
-        public void close() throws IOException {
-            socket.close();
-        }
     }
 
     private static InetSocketAddress listener(Side s) {

@@ -21,6 +21,7 @@ import dev.rdmarun.runtime.RtrAttributes;
 import dev.rdmarun.runtime.RtsAttributes;
 import dev.rdmarun.runtime.SendFlags;
 import dev.rdmarun.runtime.VerbsException;
+import dev.rdmarun.runtime.WcOpcode;
 import dev.rdmarun.runtime.WcStatus;
 import dev.rdmarun.runtime.WorkCompletions;
 import java.io.OutputStream;
@@ -29,6 +30,7 @@ import java.net.Socket;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.locks.LockSupport;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -163,6 +165,32 @@ class SoftProviderTest {
         VerbsException e = assertThrows(VerbsException.class, () -> cq.poll(new WorkCompletions(4)));
         assertEquals(75, e.errno());
         assertTrue(e.hint().contains("overflowed"), e.hint());
+    }
+
+    /**
+     * A thread that keeps polling an empty CQ naps between polls (its core goes to soft0's own
+     * threads), and a completion pushed meanwhile still reaches it.
+     */
+    @Test
+    void aPollerOfAnIdleCqNapsAndStillGetsTheNextCompletion() throws Exception {
+        a = Context.open(SoftDevice.NAME);
+        var cq = (SoftCompletionQueue) a.createCompletionQueue(8);
+        long[] got = new long[1];
+        Thread poller = Thread.ofPlatform().start(() -> {
+            try (WorkCompletions wc = new WorkCompletions(1)) {
+                long deadline = System.nanoTime() + 30_000_000_000L; // a safety net against hanging
+                while (cq.poll(wc) == 0) assertTrue(System.nanoTime() < deadline, "no completion");
+                got[0] = wc.wrId(0);
+            }
+        });
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (!(LockSupport.getBlocker(poller) instanceof PollIdle)) {
+            assertTrue(poller.isAlive() && System.nanoTime() < deadline, "the poller never napped");
+            Thread.onSpinWait();
+        }
+        cq.push(42, WcStatus.SUCCESS, WcOpcode.RECV, 0, 1, 2, false, 0, false);
+        poller.join();
+        assertEquals(42, got[0]);
     }
 
     @Test

@@ -6,11 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import dev.rdmarun.runtime.WrOpcode;
-import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -18,30 +17,33 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
- * soft0's packet decoder against whatever an authenticated peer may send: {@link
- * TcpTransport#readHeader} then {@link TcpTransport#readPayload} give a packet inside the
- * documented ranges, or -1 (the connection ends), or an IOException (the stream ended), and
- * nothing else; they allocate at most what max_msg_sz allows. In a normal build this
- * runs the seed corpus in TcpTransportFuzzTestInputs/; e2e/fuzz.sh fuzzes it.
+ * soft0's packet decoder against whatever an authenticated peer may send, fed as the reader
+ * feeds it: {@link TcpTransport#frameLength} once 4 bytes are there, {@link
+ * TcpTransport#readHeader} once a whole header is, then the payload into {@link
+ * Packet#payloadBuffer(int)}. They give a packet inside the documented ranges, or -1 (the
+ * connection ends), or the stream ends inside a frame, and nothing else; they allocate at most
+ * what max_msg_sz allows. In a normal build this runs the seed corpus in
+ * TcpTransportFuzzTestInputs/; e2e/fuzz.sh fuzzes it.
  */
 class TcpTransportFuzzTest {
     private static final PacketPool POOL = new PacketPool(2);
 
     @FuzzTest(maxDuration = "60s")
-    void read(byte[] input) throws IOException {
-        var in = new DataInputStream(new ByteArrayInputStream(input));
+    void read(byte[] input) {
+        ByteBuffer in = ByteBuffer.wrap(input);
         // One packet for the whole stream, as the reader loop reuses pooled packets (never released: a fresh one per input).
         Packet p = new Packet(POOL);
         int offset = 0;
         while (true) {
-            try {
-                int length = TcpTransport.readHeader(in, p);
-                if (length < 0) return;
-                TcpTransport.readPayload(in, p, length);
-            } catch (IOException e) {
-                return; // the stream ended inside a frame: the documented outcome
-            }
-            assertTrue(p.data.length <= Math.max(256, SoftContext.MAX_MESSAGE), "payload buffer of " + p.data.length + " bytes");
+            if (in.remaining() < 4) return; // the stream ended inside a frame: the documented outcome
+            if (TcpTransport.frameLength(in) < 0) return;
+            if (in.remaining() < TcpTransport.FRAME_HEADER) return;
+            int length = TcpTransport.readHeader(in, p);
+            if (length < 0) return;
+            if (in.remaining() < length) return;
+            p.payloadBuffer(length).put(in.slice(in.position(), length));
+            in.position(in.position() + length);
+            assertTrue(p.capacity() <= Math.max(256, SoftContext.MAX_MESSAGE), "payload buffer of " + p.capacity() + " bytes");
             assertTrue(p.kind >= Packet.REQUEST && p.kind <= Packet.MAX_KIND, "kind " + p.kind);
             assertTrue((p.dstQpn | p.srcQpn | p.psn) >>> 24 == 0, "24-bit QPNs and PSN");
             assertTrue(p.srcLid >>> 16 == 0, "16-bit LID");
@@ -49,12 +51,11 @@ class TcpTransportFuzzTest {
             assertTrue(p.readLength >= 0 && p.readLength <= SoftContext.MAX_MESSAGE, "READ length " + p.readLength);
             assertTrue(p.length >= 0 && p.length <= SoftContext.MAX_MESSAGE, "payload length " + p.length);
             // A valid frame is exactly what the encoder writes for that packet (the reserved byte aside).
-            var out = new ByteArrayOutputStream();
-            TcpTransport.write(new DataOutputStream(out), p);
-            byte[] consumed = Arrays.copyOfRange(input, offset, offset + out.size());
+            byte[] encoded = frames(p);
+            byte[] consumed = Arrays.copyOfRange(input, offset, offset + encoded.length);
             consumed[7] = 0; // after the u32 length: kind, opcode, rnr timer, reserved
-            assertArrayEquals(consumed, out.toByteArray());
-            offset += out.size();
+            assertArrayEquals(consumed, encoded);
+            offset += encoded.length;
         }
     }
 
@@ -64,7 +65,7 @@ class TcpTransportFuzzTest {
         Packet p = new Packet(POOL);
         p.ensureCapacity(9 << 20);
         p.ensureCapacity(10 << 20);
-        assertEquals(SoftContext.MAX_MESSAGE, p.data.length);
+        assertEquals(SoftContext.MAX_MESSAGE, p.capacity());
     }
 
     /** Rewrites the generated seeds; run with -Drdmarun.fuzz.writeSeeds=true after changing the wire format. */
@@ -111,16 +112,19 @@ class TcpTransportFuzzTest {
         p.psn = 0xabcdef;
         p.srcLid = 40000;
         byte[] bytes = payload.getBytes(java.nio.charset.StandardCharsets.US_ASCII);
-        p.ensureCapacity(bytes.length);
-        System.arraycopy(bytes, 0, p.data, 0, bytes.length);
-        p.length = bytes.length;
+        p.copyFrom(MemorySegment.ofArray(bytes), 0, bytes.length);
         return p;
     }
 
-    private static byte[] frames(Packet... packets) throws IOException {
+    /** The frames the transport's writer sends for these packets, back to back. */
+    static byte[] frames(Packet... packets) {
         var out = new ByteArrayOutputStream();
-        var data = new DataOutputStream(out);
-        for (Packet p : packets) TcpTransport.write(data, p);
+        for (Packet p : packets) {
+            ByteBuffer frame = ByteBuffer.allocate(TcpTransport.FRAME_HEADER + p.length);
+            TcpTransport.writeHeader(frame, p);
+            frame.put(p.payloadBuffer());
+            out.write(frame.array(), 0, frame.capacity());
+        }
         return out.toByteArray();
     }
 }
