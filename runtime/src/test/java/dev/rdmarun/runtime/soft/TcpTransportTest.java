@@ -232,29 +232,27 @@ class TcpTransportTest {
 
     @Test
     void aFrameLongerThanMaxMsgSzClosesTheConnectionAndWritesNothing() throws Exception {
-        try (RawPeer peer = requester()) {
-            Packet p = RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN, mr.address(), mr.rkey(), pattern(4096, 1));
-            byte[] frame = TcpTransportFuzzTest.frames(p);
-            java.nio.ByteBuffer.wrap(frame).putInt(0, TcpTransport.HEADER + (int) SoftContext.MAX_MESSAGE + 1);
-            peer.out.write(frame);
-            peer.out.flush();
-            assertTrue(peer.closedByPeer());
-        }
-        assertArrayEquals(new byte[4096], memory(0, 4096));
+        sendSpoiledWriteAndExpectClose(4096, 1,
+                frame -> java.nio.ByteBuffer.wrap(frame).putInt(0, TcpTransport.HEADER + (int) SoftContext.MAX_MESSAGE + 1));
     }
 
     /** A header that does not check out ends the connection before its payload is read anywhere. */
     @Test
     void aFrameWithAnInvalidHeaderWritesNothing() throws Exception {
+        sendSpoiledWriteAndExpectClose(65_536, 2, frame -> frame[4] = 9); // no such kind
+    }
+
+    /** A valid WRITE of size bytes into the region, spoiled by spoil before it is sent: the connection closes, the region stays zero. */
+    private void sendSpoiledWriteAndExpectClose(int size, int seed, java.util.function.Consumer<byte[]> spoil) throws Exception {
         try (RawPeer peer = requester()) {
-            Packet p = RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN, mr.address(), mr.rkey(), pattern(65_536, 2));
+            Packet p = RawPeer.writeRequest(qp.qpNum(), PEER_QPN, peerLid, PEER_PSN, mr.address(), mr.rkey(), pattern(size, seed));
             byte[] frame = TcpTransportFuzzTest.frames(p);
-            frame[4] = 9; // no such kind
+            spoil.accept(frame);
             peer.out.write(frame);
             peer.out.flush();
             assertTrue(peer.closedByPeer());
         }
-        assertArrayEquals(new byte[65_536], memory(0, 65_536));
+        assertArrayEquals(new byte[size], memory(0, size));
     }
 
     /** A large WRITE whose rkey check fails is refused after its payload was read, and lands nowhere. */
