@@ -26,15 +26,15 @@ rdma {
             if (isClient) {
                 if (i < warmup) {
                     send(size)
-                    receive()
+                    receive(copyPayload = false)
                 } else {
                     measureRoundTrip("rtt") {
                         send(size)
-                        receive()
+                        receive(copyPayload = false)
                     }
                 }
             } else {
-                receive()
+                receive(copyPayload = false)
                 send(size)
             }
         }

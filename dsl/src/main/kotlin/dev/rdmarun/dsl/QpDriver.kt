@@ -31,6 +31,9 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     private var waitOp = OpKind.SEND
     private var waitSince = 0L
     private var lastCompletion: Completion? = null
+    /** The waiting receive()'s copyPayload. */
+    private var receiveCopies = true
+    private var lastBareMessage: Message? = null
 
     /** What this QP waits for now, for the peer's sentences (read by the heartbeat thread). */
     @Volatile
@@ -207,8 +210,9 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
 
     // ---- receiving ----
 
-    override suspend fun receive(): Message {
+    override suspend fun receive(copyPayload: Boolean): Message {
         stopped()
+        receiveCopies = copyPayload
         if (engine.hasMessage()) return takeMessage()
         return suspendCoroutineUninterceptedOrReturn { c -> park(c, MESSAGE, 0) }
     }
@@ -216,7 +220,14 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     private fun takeMessage(): Message {
         val length = engine.messageLength()
         val imm = if (engine.messageHasImmediate()) engine.messageImmediate() else null
-        val bytes = if (engine.messageIsWrite() || length == 0) EMPTY else ByteArray(length).also { engine.copyMessage(it, 0) }
+        if (!receiveCopies || engine.messageIsWrite() || length == 0) {
+            engine.releaseMessage()
+            // Without a payload a message is a value: the same one again (a loop's) is the same object.
+            val last = lastBareMessage
+            if (last != null && last.length == length && last.immediate == imm) return last
+            return Message(index, length, imm, EMPTY).also { lastBareMessage = it }
+        }
+        val bytes = ByteArray(length).also { engine.copyMessage(it, 0) }
         engine.releaseMessage()
         return Message(index, length, imm, bytes)
     }

@@ -109,7 +109,8 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
 
     @JvmOverloads
     fun send(size: Int = -1, buffer: Int = 0) = on(thread) { s.send(size, buffer) }
-    fun receive(): List<Message> = on(thread) { s.receive() }
+    @JvmOverloads
+    fun receive(copyPayload: Boolean = true): List<Message> = on(thread) { s.receive(copyPayload) }
     fun awaitCompletion(): List<Completion> = on(thread) { s.awaitCompletion() }
     fun awaitAll() = on(thread) { s.awaitAll() }
 }
@@ -135,7 +136,8 @@ class JavaQp internal constructor(private val q: QpScope, private val thread: Co
 
     @JvmOverloads
     fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0) = on(thread) { q.sendWithImm(imm, size, buffer) }
-    fun receive(): Message = on(thread) { q.receive() }
+    @JvmOverloads
+    fun receive(copyPayload: Boolean = true): Message = on(thread) { q.receive(copyPayload) }
 
     @JvmOverloads
     fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =

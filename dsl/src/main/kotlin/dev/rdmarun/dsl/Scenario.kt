@@ -210,7 +210,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
 
     override suspend fun send(size: Int, buffer: Int) = drivers("send()").forEach { it.send(size, buffer) }
     override suspend fun sendWithImm(imm: Int, size: Int, buffer: Int) = drivers("sendWithImm()").forEach { it.sendWithImm(imm, size, buffer) }
-    override suspend fun receive(): List<Message> = drivers("receive()").map { it.receive() }
+    override suspend fun receive(copyPayload: Boolean): List<Message> = drivers("receive()").map { it.receive(copyPayload) }
     override suspend fun write(size: Int, buffer: Int, remoteBuffer: Int) =
         drivers("write()").forEach { it.write(size, buffer, it.index, remoteBuffer, 0) }
     override suspend fun writeWithImm(imm: Int, size: Int, buffer: Int, remoteBuffer: Int) =

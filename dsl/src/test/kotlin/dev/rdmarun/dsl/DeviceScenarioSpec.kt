@@ -168,6 +168,32 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("receive(copyPayload = false) takes a message without its payload; the same one again is the same object ($device)") {
+            val seen = mutableListOf<String>()
+            val (server, client) = pair {
+                connect(peer)
+                qp(0) {
+                    if (isClient) {
+                        for (text in listOf("first", "again", "third!")) {
+                            send(text.toByteArray())
+                            awaitCompletion()
+                        }
+                        sendWithImm(9, size = 5)
+                        awaitAll()
+                    } else {
+                        val a = receive(copyPayload = false)
+                        val b = receive(copyPayload = false)
+                        val c = receive()
+                        val d = receive(copyPayload = false)
+                        seen += "${a.length} ${a.bytes.size} ${a === b} ${c.text()} ${d.length} ${d.immediate} ${d.bytes.size} ${d === a}"
+                    }
+                }
+            }
+            server.getOrThrow().total.messagesReceived shouldBe 4
+            client.getOrThrow()
+            seen shouldBe listOf("5 0 true third! 5 9 0 false")
+        }
+
         test("forEachQp branches on the index: send, write, read and fetchAndAdd on different QPs ($device)") {
             val got = sortedMapOf<String, String>()
             fun note(k: String, v: String) = synchronized(got) { got[k] = v }
