@@ -177,6 +177,7 @@ internal class Session(
                 polling.setUnmatchedCompletionHandler { wcs, i -> unmatched(wcs, i) }
                 polling.addAgent(this@Session)
                 drivers.forEach { it.engine.postInitialReceives() } // before the peer can send
+                polling.relax() // a server may wait minutes for its client: no core spins for that
                 val remote = withContext(Dispatchers.IO) {
                     val intro = Intro(Handshake.VERSION, role, plan.fingerprint, Fingerprint.sections(plan), Handshake.nonce(), token != null)
                     val c = when (val peer = plan.peer) {
@@ -209,6 +210,7 @@ internal class Session(
                     val credit = remote.qps[d.index].credit
                     d.engine.connect(QpEngine.Peer(peerLabel, remote.recvDepth, RemoteRegion(credit.addr, credit.length, credit.rkey), peerData, granted))
                 }
+                polling.resumeSpinning()
                 peerProgressAt = System.nanoTime()
                 control!!.startWatching(
                     onLost = { fail(it) },

@@ -15,9 +15,10 @@ enum class CqMode { SHARED, PER_QP }
 @Serializable
 enum class CompletionMode(val idleMode: IdleMode) {
     /**
-     * Spin on the CQs: lowest latency, one core at 100% while this side's block runs. Once it has
-     * returned and the side only waits for its peer to end, it backs off (spin, yield, park up to
-     * 1 ms) instead of taking a core its peer or the device may need.
+     * Spin on the CQs: lowest latency, one core at 100% while this side's block runs. While the
+     * side waits for its peer to connect, and once the block has returned and it only waits for
+     * its peer to end, it backs off (spin, yield, park up to 1 ms) instead of taking a core its
+     * peer or the device may need.
      */
     BUSY(IdleMode.BUSY_SPIN),
 

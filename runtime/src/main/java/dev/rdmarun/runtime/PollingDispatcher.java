@@ -214,7 +214,7 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
     }
 
     /**
-     * From now on a BUSY_SPIN dispatcher stops spinning when it finds no work: it spins a little,
+     * From now on (until {@link #resumeSpinning}) a BUSY_SPIN dispatcher stops spinning when it finds no work: it spins a little,
      * yields, then parks for up to 1 ms (any other mode is unchanged). For a side that only waits
      * for its peer: a core spinning for nothing is a core taken from the peer and, on a small VM,
      * from rxe's own work in the kernel. Completions and tasks are still taken, the latter at once.
@@ -225,6 +225,18 @@ public final class PollingDispatcher implements Executor, AutoCloseable {
         if (mode != IdleMode.BUSY_SPIN || relaxed) return;
         idle = idleStrategy(IdleMode.BACKOFF);
         relaxed = true;
+    }
+
+    /**
+     * Undoes {@link #relax}: a BUSY_SPIN dispatcher spins again when idle (a session relaxes it
+     * while it waits for its peer to connect, then spins while the scenario runs). Dispatcher
+     * thread only.
+     */
+    public void resumeSpinning() {
+        checkThread();
+        if (!relaxed) return;
+        idle = idleStrategy(mode);
+        relaxed = false;
     }
 
     private void checkThread() {

@@ -51,7 +51,7 @@ class PollingDispatcherTest {
     }
 
     @org.junit.jupiter.api.Test
-    void aRelaxedBusyDispatcherParksWhenIdleAndStillRunsEveryTask() throws Exception {
+    void aRelaxedBusyDispatcherParksWhenIdleStillRunsEveryTaskAndSpinsAgainWhenResumed() throws Exception {
         try (PollingDispatcher d = PollingDispatcher.start("relaxed", IdleMode.BUSY_SPIN, null)) {
             assertThrows(IllegalStateException.class, d::relax, "relax() is for the dispatcher thread");
             CompletableFuture<Thread> thread = new CompletableFuture<>();
@@ -69,6 +69,17 @@ class PollingDispatcherTest {
                 CountDownLatch ran = new CountDownLatch(1);
                 d.execute(ran::countDown);
                 assertTrue(ran.await(10, TimeUnit.SECONDS), "task " + i + " was not run");
+            }
+            // Spinning again, it never parks: every look finds it RUNNABLE.
+            assertThrows(IllegalStateException.class, d::resumeSpinning, "resumeSpinning() is for the dispatcher thread");
+            CountDownLatch resumed = new CountDownLatch(1);
+            d.execute(() -> {
+                d.resumeSpinning();
+                resumed.countDown();
+            });
+            assertTrue(resumed.await(10, TimeUnit.SECONDS), "resumeSpinning() did not run");
+            for (int i = 0; i < 20_000; i++) {
+                assertEquals(Thread.State.RUNNABLE, t.getState(), "a dispatcher spinning again parked");
             }
         }
     }
