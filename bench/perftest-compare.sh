@@ -13,15 +13,16 @@
 # Cases and methods (rdma-run side: bench/scenarios/lat.main.kts and bw.main.kts):
 #   lat_{send,write,read}_{2,64,4096}  ib_{send,write,read}_lat -s SIZE -n N: t_typical (median
 #       one way: round trip / 2; READ: the whole READ), against the scenario's median over N
-#       exchanges after a warm-up of W = 60,000 it does not count (its cold figure, the first N, is
-#       shown too). Under TCG the JIT's second tier finishes the post path only 5-7 s into a run,
-#       beyond 20,000 READs: measured then, the window held its compilations (JFR, BENCHMARKS.md);
+#       exchanges after a warm-up it does not count: rounds of N exchanges, at least W = 60,000,
+#       until the JIT has been quiet for a while (lat.main.kts; its cold figure, the first round,
+#       is shown too). Under TCG the JIT's second tier finishes the post path 5-7 s into a run,
+#       beyond 20,000 READs: measured then, the window held its compilations (BENCHMARKS.md);
 #       inline sends up to the size perftest used in the same round (none on rxe: it does not
 #       know the device's inline support).
 #   bw_{send,write,read}_{4096,65536}_q{1,4}  ib_*_bw -s SIZE -n N -q QPS -t DEPTH -Q SIGNAL:
 #       BW average [MB/s] against the scenario's, DEPTH in flight per QP, one in SIGNAL signaled,
-#       after a warm-up of N work requests per QP (60,000 up to 4 KiB, where the per-operation
-#       cost, compiled or not, decides).
+#       after a warm-up of rounds of N work requests per QP, at least 60,000 up to 4 KiB (where
+#       the per-operation cost, compiled or not, decides), until the JIT has been quiet for a while.
 #   bw_atomic  ib_atomic_bw -A FETCH_AND_ADD, likewise.
 #   pingpong   ibv_rc_pingpong -s 64 -n N against rdma-run pingpong --warmup W: usec/iter (the
 #       cold figure is the warm-up's).
