@@ -85,6 +85,8 @@ RDMA_RUN="$root/bin/rdma-run"
 SCENARIOS="$root/bench/scenarios"
 LOGS=${BENCH_LOG_DIR:-/tmp/rdma-run-bench}
 mkdir -p "$LOGS"
+# The guest sees the host's home read-only: the per-user secret both peers share lives with the logs.
+export XDG_CONFIG_HOME="${XDG_CONFIG_HOME:-$LOGS/config}"
 : >"$LOGS/summary.txt"
 [ "$(nproc)" -ge 2 ] || echo "perftest-compare: warning: $(nproc) CPU: latency figures wait for scheduler ticks" >&2
 PROC_TIMEOUT=600

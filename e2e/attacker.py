@@ -12,7 +12,26 @@ Every mode is bounded in time and prints one result line, key=value pairs, for t
                             (text= shows it, escaped)
   drip-server PORT SECONDS  listens; to whoever connects, sends one byte a second
   scan HOST PORT N          opens and closes N connections (a port scan)
+  echo-intro HOST PORT SECONDS
+                            a stranger without the secret or the plan: sends the server's own intro
+                            back as a client's (with a nonce of its own), then echoes every frame
+                            it gets; prints the frame types it received
+  relay LISTEN TARGET UP_FILE DOWN_FILE SECONDS
+                            an observer on the path: relays one control connection from 127.0.0.1:LISTEN
+                            to 127.0.0.1:TARGET, recording each direction
+  replay HOST PORT FILE SECONDS
+                            sends a recorded client side of a control connection to a (new) server;
+                            prints the frame types it received
+  soft0-try-keys HOST PORT FILE...
+                            every 64-hex-digit string in the FILEs (a recorded control connection)
+                            tried as soft0's fabric key at a soft0 port; authenticated=N counts the
+                            keys the port accepted
 """
+import hashlib
+import hmac
+import json
+import os
+import re
 import socket
 import struct
 import sys
@@ -169,9 +188,150 @@ def scan(host, port, n):
     print(f"connections={n} refused={refused}")
 
 
+def read_frame(s):
+    """One control-connection frame as (type, JSON text); raises OSError at the end."""
+    def exactly(n):
+        got = b""
+        while len(got) < n:
+            chunk = s.recv(n - len(got))
+            if not chunk:
+                raise OSError("closed")
+            got += chunk
+        return got
+    length = struct.unpack(">i", exactly(4))[0]
+    if length <= 0 or length > 4 << 20:
+        raise OSError(f"bad length {length}")
+    text = exactly(length).decode("utf-8", "replace")
+    try:
+        kind = json.loads(text).get("type", "?")
+    except ValueError:
+        kind = "not-json"
+    return kind, text
+
+
+def send_frame(s, text):
+    data = text.encode("utf-8")
+    s.sendall(struct.pack(">i", len(data)) + data)
+
+
+def as_client(text):
+    """The server's frame as if the client had sent it: its role flipped, a nonce of its own."""
+    text = text.replace('"role":"server"', '"role":"client"')
+    return re.sub(r'"nonce":"[0-9a-f]{64}"', '"nonce":"' + os.urandom(32).hex() + '"', text)
+
+
+def echo_intro(host, port, seconds):
+    s = connect(host, port, float(seconds))
+    received = []
+    try:
+        if s.recv(4, socket.MSG_WAITALL) != CONTROL_MAGIC:
+            raise OSError("no magic")
+        kind, intro = read_frame(s)
+        received.append(kind)
+        s.sendall(CONTROL_MAGIC)
+        send_frame(s, as_client(intro))
+        while True:
+            kind, text = read_frame(s)
+            received.append(kind)
+            send_frame(s, as_client(text))
+    except OSError:
+        pass
+    finally:
+        s.close()
+    print(f"received={','.join(received) or 'nothing'}")
+
+
+def relay(listen, target, up_file, down_file, seconds):
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", int(listen)))
+    server.listen(1)
+    server.settimeout(float(seconds))
+    try:
+        a, _ = server.accept()
+    finally:
+        server.close()
+    b = socket.create_connection(("127.0.0.1", int(target)), timeout=5)
+    deadline = time.monotonic() + float(seconds)
+
+    def pump(src, dst, path):
+        with open(path, "wb") as out:
+            while time.monotonic() < deadline:
+                src.settimeout(max(0.05, deadline - time.monotonic()))
+                try:
+                    chunk = src.recv(65536)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out.write(chunk)
+                out.flush()
+                try:
+                    dst.sendall(chunk)
+                except OSError:
+                    break
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    threads = [threading.Thread(target=pump, args=(a, b, up_file)), threading.Thread(target=pump, args=(b, a, down_file))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    a.close()
+    b.close()
+    print(f"up_bytes={os.path.getsize(up_file)} down_bytes={os.path.getsize(down_file)}")
+
+
+def replay(host, port, path, seconds):
+    s = connect(host, port, float(seconds))
+    received = []
+    try:
+        with open(path, "rb") as f:
+            s.sendall(f.read())
+        if s.recv(4, socket.MSG_WAITALL) == CONTROL_MAGIC:
+            while True:
+                received.append(read_frame(s)[0])
+    except OSError:
+        pass
+    finally:
+        s.close()
+    print(f"received={','.join(received) or 'nothing'}")
+
+
+def soft0_try_keys(host, port, *paths):
+    keys = set()
+    for path in paths:
+        with open(path, "rb") as f:
+            keys.update(re.findall(rb"[0-9a-f]{64}", f.read()))
+    authenticated = 0
+    for key_hex in sorted(keys):
+        key = bytes.fromhex(key_hex.decode())
+        key_id = hashlib.sha256(b"rdma-run soft0 key id" + key).digest()[:8]
+        nonce_c = os.urandom(32)
+        try:
+            s = connect(host, port, 3)
+            s.sendall(struct.pack(">IH", SOFT_MAGIC, 2) + key_id + nonce_c)
+            reply = s.recv(4 + 2 + 32 + 32, socket.MSG_WAITALL)
+            if len(reply) == 70:
+                nonce_a, theirs = reply[6:38], reply[38:70]
+                mac = hmac.new(key, b"rdma-run soft0 acceptor" + nonce_c + nonce_a, hashlib.sha256).digest()
+                if hmac.compare_digest(mac, theirs):
+                    authenticated += 1
+            s.close()
+        except OSError:
+            pass
+    print(f"tried={len(keys)} authenticated={authenticated}")
+
+
 def main(argv):
     modes = {"soft0-forge": soft0_forge, "flood": flood, "drip": drip, "stray": stray,
-             "drip-server": drip_server, "scan": scan}
+             "drip-server": drip_server, "scan": scan, "echo-intro": echo_intro, "relay": relay,
+             "replay": replay, "soft0-try-keys": soft0_try_keys}
     if len(argv) < 2 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ GUARDED="$root/e2e/hostile/guarded.main.kts"
 CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_drip_client control_scan_and_stray
        control_token peer_text_escaped soft0_message_too_long bad_gid_before_client
        script_empty script_no_rdma script_binary script_not_utf8 script_many_errors script_exception script_system_exit
-       script_busy_interrupted cache_planted_jar)
+       script_busy_interrupted cache_planted_jar control_echo_intro control_replay soft0_observer)
 
 # The TCP ports JVM pid $1 listens on, one per line.
 listening_ports() {
@@ -236,6 +236,100 @@ case_control_token() {
   expect_no_secret server "s3cret-one" || ok=1
   expect_no_secret client "s3cret-one" || ok=1
   note "wrong token: $(grep -m1 'rdma-run' "$case_dir/wrong.log" | cut -c1-160)"
+  return $ok
+}
+
+# A stranger who can connect but knows neither the secret nor the plan sends the server's own intro
+# back as a client's and echoes whatever follows: it gets no proof and no endpoint, with the
+# per-user secret (the default) and with --no-token alike; the server counts it as a stray and
+# its real client then completes.
+case_control_echo_intro() {
+  local ok=0 mode port out
+  for mode in default no-token; do
+    local args=("$root/samples/multi-qp.main.kts" -d soft0 --timeout 20s) server="server" client="client"
+    port=18811
+    if [ "$mode" = no-token ]; then args+=(--no-token); port=18812; server=server_nt; client=client_nt; fi
+    start "$server" "$RDMA_RUN" "${args[@]}" --listen "$port"
+    wait_listen "$port" "$server" || return 1
+    out=$("${ATTACKER[@]}" echo-intro 127.0.0.1 "$port" 5 2>&1)
+    echo "$mode: $out" >>"$case_dir/attacker.log"
+    case "$out" in
+      "received=hello,failure"|"received=hello") ;;
+      *) why="${why:+$why; }the echo ($mode) received more than the intro and a failure report: $out"; ok=1 ;;
+    esac
+    run "$client" "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+    finish "$server"
+    expect_rc "$server" 0 || ok=1
+    expect_rc "$client" 0 || ok=1
+    expect_log "$server" "every payload verified" || ok=1
+    expect_log "$server" "stray connection" || ok=1
+  done
+  note "$(tr '\n' ';' <"$case_dir/attacker.log")"
+  return $ok
+}
+
+# An observer on the path records a client's whole control connection to a server, then replays
+# the client's side to a new server of the same scenario, user and secret: the new server refuses
+# it (the proofs are bound to its fresh nonce) and its own client then completes.
+case_control_replay() {
+  local ok=0 out
+  local args=("$root/samples/multi-qp.main.kts" -d soft0 --timeout 20s)
+  start server "$RDMA_RUN" "${args[@]}" --listen 18813
+  wait_listen 18813 server || return 1
+  start relay "${ATTACKER[@]}" relay 18814 18813 "$case_dir/up.bin" "$case_dir/down.bin" 30
+  wait_listen 18814 relay || return 1
+  run client "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18814
+  finish server
+  finish relay
+  expect_pair_ok "every payload verified" || ok=1
+  start server2 "$RDMA_RUN" "${args[@]}" --listen 18815
+  wait_listen 18815 server2 || return 1
+  out=$("${ATTACKER[@]}" replay 127.0.0.1 18815 "$case_dir/up.bin" 5 2>&1)
+  case "$out" in
+    "received=hello,failure"|"received=hello") ;;
+    *) why="${why:+$why; }the replay received more than the intro and a failure report: $out"; ok=1 ;;
+  esac
+  run client2 "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18815
+  finish server2
+  expect_rc server2 0 || ok=1
+  expect_rc client2 0 || ok=1
+  expect_log server2 "stray connection" || ok=1
+  note "recorded $(cat "$case_dir/relay.log" | tail -n +2 | head -n 1); replay: $out"
+  return $ok
+}
+
+# An observer records the whole control connection of a token-protected soft0 run and tries every
+# 64-hex-digit string it saw as soft0's fabric key at each peer's soft0 ports while they run: none
+# authenticates (the key is derived on both sides, never sent), and the run succeeds.
+case_soft0_observer() {
+  local ok=0 jvm p out tried=0
+  local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=6 --token s3cret-observed)
+  start server "$RDMA_RUN" "${args[@]}" --listen 18816
+  wait_listen 18816 server || return 1
+  start relay "${ATTACKER[@]}" relay 18817 18816 "$case_dir/up.bin" "$case_dir/down.bin" 60
+  wait_listen 18817 relay || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18817
+  wait_log client "connected, running the scenario" || return 1
+  server_jvm=$(java_pid server)
+  client_jvm=$(java_pid client)
+  for jvm in "$server_jvm" "$client_jvm"; do
+    for p in $(listening_ports "$jvm"); do
+      [ "$p" = 18816 ] && continue
+      out=$("${ATTACKER[@]}" soft0-try-keys "$(listening_address "$jvm" "$p")" "$p" "$case_dir/up.bin" "$case_dir/down.bin" 2>&1)
+      echo "port $p: $out" >>"$case_dir/attacker.log"
+      tried=$((tried + 1))
+      case "$out" in
+        *"authenticated=0"*) ;;
+        *) why="${why:+$why; }a key seen on the control connection authenticated at soft0 port $p: $out"; ok=1 ;;
+      esac
+    done
+  done
+  [ "$tried" -gt 0 ] || { why="${why:+$why; }no soft0 port to try"; ok=1; }
+  expect_guarded_ok || ok=1
+  finish relay
+  expect_no_secret relay "s3cret-observed" || ok=1
+  if grep -qaF "s3cret-observed" "$case_dir/up.bin" "$case_dir/down.bin"; then why="${why:+$why; }the token crossed the wire"; ok=1; fi
+  note "$(tr '\n' ';' <"$case_dir/attacker.log")"
   return $ok
 }
 

@@ -26,6 +26,8 @@ GIDX=${SOFTROCE_GID_INDEX:-1}
 JAVA=$(e2e_java) || exit 2
 RDMA_RUN="$root/bin/rdma-run"
 LOGS=${E2E_LOG_DIR:-$root/target/e2e}
+# The guest sees the host's home read-only: the per-user secret both peers share lives with the logs.
+export XDG_CONFIG_HOME="${XDG_CONFIG_HOME:-$LOGS/config}"
 # Per-process bound (seconds). ibv_rc_pingpong's 1000 round trips take 0.3-8 s in the VM; the
 # JVM adds 2-5 s of start-up under TCG. Generous, because the VM's speed varies a lot.
 PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-240}

@@ -27,11 +27,12 @@ import kotlinx.coroutines.selects.select
  *
  * The handshake has three steps, and nothing about this side's QPs or memory goes out before the
  * peer passed the first two:
- *  1. [authenticate]: both sides write the magic and an [Intro] (version, role, fingerprint, a
- *     fresh nonce, whether a token is used) at once, and judge the other's: another version,
- *     another scenario, a token on one side only end the connection with one sentence.
- *  2. also in [authenticate], when a token is set: the client sends its [Proof]; the server checks
- *     it (constant time) and only then sends its own, which the client checks.
+ *  1. [authenticate]: both sides write the magic and an [Intro] (version, role, a fresh nonce,
+ *     the kind of secret) at once, and judge the other's: another version, a secret on one side
+ *     only end the connection with one sentence. Nothing of the scenario is in it.
+ *  2. also in [authenticate]: the client sends its [Proof] of the secret and of each part of the
+ *     plan (HMACs over both nonces); the server checks it (constant time) and only then sends its
+ *     own, which the client checks. Both derive soft0's fabric key; it never travels.
  *  3. [exchangeHellos]: the [Hello]s (QP endpoints, buffers, rkeys, PSNs, the server's fabric
  *     key), each validated field by field before use.
  *
@@ -142,25 +143,39 @@ internal class ControlConnection private constructor(
         return frame
     }
 
-    /** Ends the handshake with [sentence]: the peer is told (once), this side throws. */
-    private fun reject(sentence: String): Nothing {
-        trySend(Failure(sentence))
-        throw PeerException(sentence)
+    /** Ends the handshake with [sentence]: the peer is told [toPeer] (once), this side throws. */
+    private fun reject(sentence: String, toPeer: String = sentence, noteNow: Boolean = false): Nothing {
+        trySend(Failure(toPeer))
+        throw PeerException(sentence).also { it.worthNoting = noteNow }
     }
 
+    /** Reads the peer's next handshake frame of type [T] ([what] names it); its failure report or another frame ends the handshake. */
+    private inline fun <reified T : Frame> readStep(what: String): T =
+        when (val f = readFrame(what, max = FrameCodec.MAX_INTRO_FRAME)) {
+            is T -> f
+            is Failure -> {
+                peerFailed = true
+                throw PeerException("$peerLabel refused the connection: ${printable(f.message)}")
+            }
+            else -> throw PeerException("$peerLabel sent ${frameName(f)} where its $what was due: it is not a compatible rdma-run")
+        }
+
     /**
-     * Steps 1 and 2 of the handshake (see the class): returns once the peer showed it runs the
-     * same scenario and, with a [token], that it knows the token. Sends nothing but [local] and
-     * this side's proof, the latter on the server only after the client's proof checked out.
+     * Steps 1 and 2 of the handshake (see the class): returns soft0's fabric key for this
+     * connection ([Handshake.fabricKey], derived on both sides, never sent) once the peer proved
+     * that it knows the secret and runs the same plan. Sends nothing but this side's intro and
+     * proof, the latter on the server only after the client's proof held. When both proved the
+     * secret but their plans differ, both show their plan's lines and end with the first
+     * difference, and the server stops waiting for another client ([PeerException.endsTheWait]).
      */
-    fun authenticate(local: Intro, token: ControlToken?) {
-        require(local.token == (token != null))
+    fun authenticate(local: Handshake.Credentials): dev.rdmarun.runtime.FabricKey {
+        val intro = Intro(Handshake.VERSION, local.role, Handshake.nonce(), local.token.kind)
         // A peer that closed at once (a port scan) breaks this write: what it sent, or its EOF, says more.
         val unsent = try {
             synchronized(writeLock) {
                 FrameCodec.io("$peerLabel to take the intro") {
                     writeMagicLocked()
-                    FrameCodec.write(output, local)
+                    FrameCodec.write(output, intro)
                 }
             }
             null
@@ -182,27 +197,46 @@ internal class ControlConnection private constructor(
             }
             else -> throw PeerException("$peerLabel sent ${frameName(frame)} where its hello was due: it is not a compatible rdma-run")
         }
-        Handshake.introMismatch(local, remote, peerLabel)?.let { reject(printable(it)) }
-        if (token == null) return
-        val key = token.key()
-        val (clientNonce, serverNonce) = if (local.role == Role.CLIENT) local.nonce to remote.nonce else remote.nonce to local.nonce
-        val mine = Handshake.proof(key, local.role, clientNonce, serverNonce, local.fingerprint)
-        val theirs = Handshake.proof(key, remote.role, clientNonce, serverNonce, local.fingerprint)
-        key.fill(0)
-        if (local.role == Role.CLIENT) send(Proof(mine))
-        val proof = when (val f = readFrame("token proof", max = FrameCodec.MAX_INTRO_FRAME)) {
-            is Proof -> f
-            is Failure -> {
-                peerFailed = true
-                throw PeerException("$peerLabel refused the connection: ${printable(f.message)}")
+        Handshake.introMismatch(intro, remote, peerLabel)?.let { reject(printable(it)) }
+        val secret = local.token.key()
+        try {
+            val client = local.role == Role.CLIENT
+            val (cn, sn) = if (client) intro.nonce to remote.nonce else remote.nonce to intro.nonce
+            val mine = Proof(Handshake.secretProof(secret, local.role, cn, sn), Handshake.sectionProofs(secret, local.sections, local.role, cn, sn))
+            if (client) send(mine)
+            val proof = readStep<Proof>("proof")
+            if (!Handshake.proofMatches(Handshake.secretProof(secret, remote.role, cn, sn), proof.secret)) {
+                when {
+                    local.token.kind == SecretKind.NONE -> reject("$peerLabel sent a wrong proof: it is not a compatible rdma-run")
+                    client -> reject("$peerLabel does not know the secret (its proof is wrong): it is not the peer this side expects")
+                    else -> reject(Handshake.secretsDiffer(local.token.kind, remote.secret, peerLabel),
+                        toPeer = Handshake.secretsDiffer(remote.secret, local.token.kind, "the ${local.role.label}"), noteNow = true)
+                }
             }
-            else -> throw PeerException("$peerLabel sent ${frameName(f)} where its token proof was due: it is not a compatible rdma-run")
+            val differing = Handshake.differingSections(Handshake.sectionProofs(secret, local.sections, remote.role, cn, sn), proof.sections)
+            if (differing.isNotEmpty() && local.token.kind == SecretKind.NONE) {
+                // Without a secret the plan is all a client proves: show nothing more to one that does not match it.
+                val words = Handshake.sectionWords(differing)
+                reject("$peerLabel runs a different scenario: the $words differ",
+                    toPeer = "the ${local.role.label} runs a different scenario: the $words differ", noteNow = true)
+            }
+            if (!client) send(mine)
+            if (differing.isNotEmpty()) {
+                // Both proved the secret: each shows its plan, and each names the first difference.
+                if (!client) send(PlanLines(local.planLines))
+                val theirs = readStep<PlanLines>("plan")
+                if (client) send(PlanLines(local.planLines))
+                if (theirs.lines.size > Handshake.MAX_LIST || theirs.lines.any { it.length > Handshake.MAX_STRING }) {
+                    throw PeerException("$peerLabel sent an invalid plan: more than ${Handshake.MAX_LIST} lines or a line longer than ${Handshake.MAX_STRING} characters")
+                }
+                val difference = Handshake.planDifference(local.planLines, theirs.lines, remote.role)
+                    ?: "the ${Handshake.sectionWords(differing)} differ"
+                throw PeerException(printable("$peerLabel runs a different scenario: $difference")).also { it.endsTheWait = true }
+            }
+            return Handshake.fabricKey(local.token, local.fingerprint, cn, sn)
+        } finally {
+            secret?.fill(0)
         }
-        if (!Handshake.proofMatches(theirs, proof.mac)) {
-            reject(if (local.role == Role.SERVER) "the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
-                else "$peerLabel does not know the token (its proof is wrong): it is not the peer this side expects, or the tokens differ")
-        }
-        if (local.role == Role.SERVER) send(Proof(mine))
     }
 
     /**
@@ -224,9 +258,9 @@ internal class ControlConnection private constructor(
         return remote
     }
 
-    /** Steps 1 to 3 in one call, without a token (tests; a [local] hello of either role). */
-    fun handshake(local: Hello, token: ControlToken? = null, expected: Handshake.Expected? = null): Hello {
-        authenticate(Intro(local.version, local.role, local.fingerprint, emptyMap(), Handshake.nonce(), token != null), token)
+    /** Steps 1 to 3 in one call (tests; a [local] hello of either role), with [token] or none. */
+    fun handshake(local: Hello, token: ControlToken = ControlToken.none(), expected: Handshake.Expected? = null): Hello {
+        authenticate(Handshake.Credentials(local.role, local.fingerprint, Fingerprint.sections(local.plan), local.plan, token))
         return exchangeHellos(local, expected ?: Handshake.Expected(local.qpCount, local.recvDepth,
             local.qps.firstOrNull()?.buffer?.length ?: 0))
     }
@@ -341,7 +375,8 @@ internal class ControlConnection private constructor(
             is Done -> if (f.phase == 1) "its end of scenario" else "its final frame"
             is Hello -> "a hello"
             is Intro -> "an intro"
-            is Proof -> "a token proof"
+            is Proof -> "a proof"
+            is PlanLines -> "its plan"
             Ready -> "its ready signal"
             is Heartbeat -> "a heartbeat"
             is Failure -> "a failure report"
@@ -361,8 +396,11 @@ internal class ControlConnection private constructor(
         /** At most this many accepted connections are judged at once; a newer one closes the oldest. */
         const val MAX_PENDING = 8
 
-        /** A client that passed steps 1 and 2 ([authenticate]), and when it connected. */
-        class Accepted(val connection: ControlConnection, val acceptedAt: Long)
+        /** A client that passed steps 1 and 2 ([authenticate]), when it connected, and the fabric key of the connection. */
+        class Accepted(val connection: ControlConnection, val acceptedAt: Long, val fabricKey: dev.rdmarun.runtime.FabricKey)
+
+        /** Refusals a waiting server says at once ([PeerException.worthNoting]); later ones are only counted. */
+        private const val MAX_REFUSAL_NOTES = 3
 
         /** How "the client at 10.0.0.2:41234" reads. */
         private fun describe(address: java.net.SocketAddress?): String = when (address) {
@@ -372,21 +410,26 @@ internal class ControlConnection private constructor(
 
         /**
          * Accepts connections on [listener] until one passes steps 1 and 2 of the handshake
-         * ([authenticate] with [local] and [token]), for at most [timeout]. Every other connection
-         * (a port scan, garbage, another scenario, the wrong token, one that drips) is a stray:
-         * closed and counted, never fatal. Each accepted connection is judged on its own thread
+         * ([authenticate] with [local]), for at most [timeout]. Every other connection (a port
+         * scan, garbage, an echo or replay, another scenario, the wrong secret, one that drips) is
+         * a stray: closed and counted, never fatal; one that sent a proof of the wrong secret or
+         * plan is also said at once through [note] (the first [MAX_REFUSAL_NOTES]). The exception
+         * is a client that proved the secret but runs another plan: the wait ends with its
+         * difference. Each accepted connection is judged on its own thread
          * under its own deadline (the timeout from its accept, at most the end of the wait), at
          * most [MAX_PENDING] at once (a newer one closes the oldest), so no stray holds up the
          * client. [note] gets one line, if strays were closed, when the client is found; when
          * none is, the exception says how many were closed.
          */
-        fun accept(listener: ServerSocket, timeout: Duration, local: Intro, token: ControlToken?,
+        fun accept(listener: ServerSocket, timeout: Duration, local: Handshake.Credentials,
                    note: (String) -> Unit = {}): Accepted {
             val end = System.nanoTime() + timeout.inWholeNanoseconds
             val lock = Object()
             val pending = ArrayDeque<ControlConnection>()
             val threads = ArrayList<Thread>()
             var chosen: Accepted? = null
+            var fatal: PeerException? = null
+            var notes = 0
             var strays = 0
             var lastStray: String? = null
             val abandoned = HashSet<ControlConnection>()
@@ -403,7 +446,7 @@ internal class ControlConnection private constructor(
                     (lastStray?.let { " (the last: ${printable(it)})" } ?: "")
             }
             try {
-                while (synchronized(lock) { chosen == null }) {
+                while (synchronized(lock) { chosen == null && fatal == null }) {
                     val left = end - System.nanoTime()
                     if (left <= 0) break
                     // At most 100 ms per accept: a client found by a judging thread ends the loop.
@@ -432,11 +475,11 @@ internal class ControlConnection private constructor(
                     }
                     val t = Thread.ofPlatform().daemon(true).name("rdma-run-control-judge").unstarted {
                         try {
-                            // A fresh nonce for each connection: a proof seen on one cannot be replayed on another.
-                            c.authenticate(local.copy(nonce = Handshake.nonce()), token)
+                            // authenticate() draws a fresh nonce for each connection: a proof seen on one cannot be replayed on another.
+                            val key = c.authenticate(local)
                             val won = synchronized(lock) {
                                 pending.remove(c)
-                                if (chosen == null) Accepted(c, acceptedAt).also { chosen = it } else null
+                                if (chosen == null && fatal == null) Accepted(c, acceptedAt, key).also { chosen = it } else null
                             }
                             if (won == null) {
                                 c.trySend(Failure("the server already has its client"))
@@ -444,7 +487,14 @@ internal class ControlConnection private constructor(
                             }
                         } catch (e: Exception) {
                             val dropped = synchronized(lock) { pending.remove(c); c in abandoned }
-                            stray(c, if (dropped) "${c.peerLabel} was still in its hello when the server closed it" else e.message)
+                            if (!dropped && e is PeerException && e.endsTheWait) {
+                                synchronized(lock) { if (fatal == null && chosen == null) fatal = e }
+                                c.close()
+                            } else {
+                                val say = !dropped && e is PeerException && e.worthNoting && synchronized(lock) { notes++ < MAX_REFUSAL_NOTES }
+                                stray(c, if (dropped) "${c.peerLabel} was still in its hello when the server closed it" else e.message)
+                                if (say) note("refused ${printable(e.message.orEmpty())}; still waiting for the client")
+                            }
                         }
                     }
                     synchronized(lock) {
@@ -463,6 +513,7 @@ internal class ControlConnection private constructor(
                 rest.forEach { it.close() }
                 threads.forEach { it.join(1000) }
             }
+            synchronized(lock) { fatal }?.let { throw it }
             val found = synchronized(lock) { chosen }
             if (found == null) {
                 val words = strayWords()

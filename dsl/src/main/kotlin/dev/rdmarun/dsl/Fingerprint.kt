@@ -20,11 +20,14 @@ object Fingerprint {
     }
 
     /**
-     * Digests of the plan's shared settings, parameters and script: what the intro carries so
-     * that a fingerprint mismatch names the part that differs without sending the plan itself.
+     * Digests of the plan's shared settings, parameters and script: what the handshake proves
+     * part by part ([Handshake.sectionProofs]), so that a mismatch names the part that differs
+     * without sending the plan itself.
      */
-    fun sections(plan: ScenarioPlan): Map<String, String> {
-        val lines = canonicalLines(plan)
+    fun sections(plan: ScenarioPlan): Map<String, String> = sections(canonicalLines(plan))
+
+    /** [sections] of a plan's [canonicalLines]. */
+    fun sections(lines: List<String>): Map<String, String> {
         fun digest(prefix: String) = sha256(lines.filter { it.startsWith(prefix) }.joinToString("") { it + "\n" })
         return linkedMapOf("settings" to digest("setting "), "parameters" to digest("parameter "), "script" to digest("script "))
     }

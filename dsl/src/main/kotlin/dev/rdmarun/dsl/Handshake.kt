@@ -30,10 +30,10 @@ data class QpInfo(
 sealed class Frame
 
 /**
- * Step 1 of the handshake, the first frame each side sends: only what proves the two sides run
- * the same scenario ([fingerprint], and digests of its [sections] to say which part differs),
- * a fresh [nonce] for the token proofs and whether this side uses a [token]. Nothing an
- * attacker could use (addresses, rkeys, QPNs, PSNs) is in it: those wait for step 3, the [Hello].
+ * Step 1 of the handshake, the first frame each side sends: the protocol [version], the [role], a
+ * fresh [nonce] and what kind of [secret] this side uses. Nothing about the scenario (not even its
+ * fingerprint, which a stranger could echo back), nor anything an attacker could use (addresses,
+ * rkeys, QPNs, PSNs): those wait for step 3, the [Hello].
  */
 @Serializable
 // Named "hello" on the wire, as the first frame of every version was: a peer of an older version
@@ -42,23 +42,38 @@ sealed class Frame
 data class Intro(
     val version: Int,
     val role: Role,
-    val fingerprint: String,
-    /** "settings", "parameters", "script": SHA-256 of those lines of the plan. */
-    val sections: Map<String, String>,
     /** 32 random bytes as 64 hex digits. */
     val nonce: String,
-    val token: Boolean,
+    val secret: SecretKind,
 ) : Frame()
 
-/** Step 2, when a token is set: HMAC-SHA256 of the transcript ([Handshake.proof]) as 64 hex digits. */
+/**
+ * Step 2: what proves, without showing them, that the sender knows the secret and runs the same
+ * scenario: [secret] is an HMAC of the transcript keyed by the secret ([Handshake.secretProof]),
+ * [sections] one HMAC per part of the plan (settings, parameters, script) keyed by the secret and
+ * that part's digest ([Handshake.sectionProofs]), so a mismatch names the part that differs. All
+ * are bound to both nonces and the sender's role: an echoed, reflected or replayed proof fails.
+ * The client sends its proof first; the server answers with its own only once the client's held.
+ */
 @Serializable
 @SerialName("proof")
-data class Proof(val mac: String) : Frame()
+data class Proof(val secret: String, val sections: Map<String, String>) : Frame()
+
+/**
+ * Sent by both sides, after both proved the secret, when their plans differ: the plan's lines
+ * ([ScenarioPlan.canonicalLines]), so that each names the first difference ("--set count is 100
+ * here and 99 on the client") before both end. Never sent without a secret, nor to a peer that
+ * did not prove it.
+ */
+@Serializable
+@SerialName("plan")
+data class PlanLines(val lines: List<String>) : Frame()
 
 /**
  * Step 3 of the handshake, sent only to a peer that passed steps 1 and 2 ([Intro], [Proof]):
  * QP endpoints, buffers, rkeys. Both sides compare the two with [Handshake.mismatch] and check
- * every field of the remote's with [Handshake.validate] before using any of it.
+ * every field of the remote's with [Handshake.validate] before using any of it. soft0's fabric
+ * key is not in it: each side derives it ([Handshake.fabricKey]).
  */
 @Serializable
 @SerialName("endpoints")
@@ -77,11 +92,6 @@ data class Hello(
     /** What this side's remoteAccess lets the peer do to its data buffers. */
     val access: Set<RemoteAccess> = emptySet(),
     val qps: List<QpInfo>,
-    /**
-     * The server's [dev.rdmarun.runtime.FabricKey] for this scenario (64 hex digits), which both
-     * sides give every QP's RTR; null in the client's hello.
-     */
-    val fabricKey: String? = null,
 ) : Frame()
 
 /** QPs are in RTS on the sending side. */
@@ -129,8 +139,11 @@ data class Heartbeat(
 data class Failure(val message: String) : Frame()
 
 object Handshake {
-    /** Version of the control protocol (frames and their fields); 3: the intro, the token proofs, the fabric key. */
-    const val VERSION = 3
+    /**
+     * Version of the control protocol (frames and their fields); 4: proofs of the secret and the
+     * plan instead of showing the fingerprint, soft0's fabric key derived on both sides.
+     */
+    const val VERSION = 4
 
     /** Bytes of an [Intro.nonce]. */
     const val NONCE_BYTES = 32
@@ -144,30 +157,65 @@ object Handshake {
     private val MTUS = setOf(256, 512, 1024, 2048, 4096)
     private const val QP24 = 0xFFFFFF
 
+    /** The parts of the plan that are proved one by one, so that a mismatch names the part. */
+    val SECTIONS = listOf("settings", "parameters", "script")
+
     /** A fresh nonce from SecureRandom. */
     fun nonce(): String = java.util.HexFormat.of().formatHex(ByteArray(NONCE_BYTES).also { RANDOM.nextBytes(it) })
 
     private val RANDOM = java.security.SecureRandom()
 
-    /**
-     * The token proof [sender] sends in step 2: HMAC-SHA256 keyed with the token over a
-     * domain-separated transcript (protocol, sender's role, both nonces, the fingerprint), so a
-     * proof is good for this connection and this direction only: a reflected or replayed one fails.
-     */
-    fun proof(token: ByteArray, sender: Role, clientNonce: String, serverNonce: String, fingerprint: String): String {
+
+    private fun hmac(key: ByteArray, vararg parts: String): ByteArray {
         val mac = javax.crypto.Mac.getInstance("HmacSHA256")
-        mac.init(javax.crypto.spec.SecretKeySpec(token, "HmacSHA256"))
-        val transcript = "rdma-run control protocol $VERSION token proof\u0000${sender.label}\u0000$clientNonce\u0000$serverNonce\u0000$fingerprint"
-        return java.util.HexFormat.of().formatHex(mac.doFinal(transcript.toByteArray(Charsets.UTF_8)))
+        mac.init(javax.crypto.spec.SecretKeySpec(key, "HmacSHA256"))
+        // Domain-separated: NUL never occurs in the parts (roles, hex digits, section names).
+        return mac.doFinal(("rdma-run control protocol $VERSION\u0000" + parts.joinToString("\u0000")).toByteArray(Charsets.UTF_8))
     }
+
+    private fun hex(bytes: ByteArray) = java.util.HexFormat.of().formatHex(bytes)
+
+    /**
+     * The proof [sender] sends in step 2 that it knows the secret ([secret]: the token's bytes,
+     * null without one): HMAC-SHA256 keyed with the secret over a domain-separated transcript
+     * (protocol, sender's role, both nonces), good for this connection and this direction only.
+     */
+    fun secretProof(secret: ByteArray?, sender: Role, clientNonce: String, serverNonce: String): String =
+        hex(hmac(secret ?: ControlToken.NO_SECRET, "secret proof", sender.label, clientNonce, serverNonce))
+
+    /**
+     * One proof per part of the plan ([SECTIONS], [digests] from [Fingerprint.sections]): keyed by
+     * the secret and the part's digest, over the same transcript. A peer without the secret learns
+     * nothing of the plan from them; with `--no-token` they prove the plan alone.
+     */
+    fun sectionProofs(secret: ByteArray?, digests: Map<String, String>, sender: Role, clientNonce: String, serverNonce: String): Map<String, String> =
+        SECTIONS.associateWith { section ->
+            val key = hmac(secret ?: ControlToken.NO_SECRET, "plan key", section, digests[section].orEmpty())
+            hex(hmac(key, "section proof", sender.label, section, clientNonce, serverNonce))
+        }
 
     /** Constant-time comparison of a received proof with the expected one. */
     fun proofMatches(expected: String, received: String): Boolean =
         java.security.MessageDigest.isEqual(expected.toByteArray(Charsets.US_ASCII), received.toByteArray(Charsets.US_ASCII))
 
+    /** The parts of the plan whose proofs do not match, in [SECTIONS] order. */
+    fun differingSections(expected: Map<String, String>, received: Map<String, String>): List<String> =
+        SECTIONS.filter { !proofMatches(expected.getValue(it), received[it].orEmpty()) }
+
+    /** "the --set parameters and scripts": how a list of differing parts reads. */
+    fun sectionWords(sections: List<String>): String = sections.joinToString(" and ") { SECTION_WORDS[it] ?: it }
+
+    /**
+     * soft0's fabric key for this connection, which both sides derive (never send): HKDF-SHA256
+     * of the secret, salted with both nonces, for this plan ([fingerprint]). Without a secret,
+     * whoever knows the plan and saw the nonces can derive it too.
+     */
+    fun fabricKey(token: ControlToken, fingerprint: String, clientNonce: String, serverNonce: String): dev.rdmarun.runtime.FabricKey =
+        token.fabricKey((clientNonce + serverNonce).toByteArray(Charsets.US_ASCII), "rdma-run control protocol $VERSION soft0 fabric key\u0000$fingerprint")
+
     /**
      * The first way the remote's intro does not fit this side's, as one sentence with the remote
-     * named [peer] ("the server at host:port"), or null when the two sides may go on.
+     * named [peer] ("the server at host:port"), or null when the two sides may go on to step 2.
      */
     fun introMismatch(local: Intro, remote: Intro, peer: String): String? {
         if (remote.version != local.version) {
@@ -178,28 +226,81 @@ object Handshake {
         }
         if (!HEX64.matches(remote.nonce)) return "$peer sent an invalid intro: its nonce is not ${NONCE_BYTES * 2} hex digits"
         if (remote.nonce == local.nonce) return "$peer sent this side's own nonce back: it replays this side's intro"
-        if (!HEX64.matches(remote.fingerprint)) return "$peer sent an invalid intro: its fingerprint is not 64 hex digits"
-        if (remote.sections.size > 8 || remote.sections.any { (k, v) -> k.length > 32 || v.length > 64 }) {
-            return "$peer sent an invalid intro: its plan sections are not digests"
+        if (local.secret != SecretKind.NONE && remote.secret == SecretKind.NONE) {
+            return "$peer runs without a secret (--no-token) and this side with ${secretWords(local.secret)}: " +
+                "give both sides the same secret, or --no-token to both"
         }
-        if (remote.fingerprint != local.fingerprint) {
-            val differing = local.sections.keys.filter { remote.sections[it] != local.sections[it] }
-            val which = when {
-                differing.isEmpty() -> ""
-                else -> ": the ${differing.joinToString(" and ") { SECTION_WORDS[it] ?: it }} differ"
-            }
-            return "$peer runs a different scenario (plan ${remote.fingerprint.take(12)}, this side ${local.fingerprint.take(12)})$which"
-        }
-        if (local.token && !remote.token) {
-            return "this side has a token (--token or RDMA_RUN_TOKEN) but $peer has none: give both sides the same token"
-        }
-        if (!local.token && remote.token) {
-            return "$peer requires a token (--token or RDMA_RUN_TOKEN) and this side has none: give both sides the same token"
+        if (local.secret == SecretKind.NONE && remote.secret != SecretKind.NONE) {
+            return "$peer uses ${secretWords(remote.secret)} and this side runs without one (--no-token): " +
+                "give both sides the same secret, or --no-token to both"
         }
         return null
     }
 
+    private fun secretWords(kind: SecretKind) = when (kind) {
+        SecretKind.TOKEN -> "a token (--token or RDMA_RUN_TOKEN)"
+        SecretKind.USER -> "its per-user secret"
+        SecretKind.NONE -> "no secret"
+    }
+
+    /**
+     * The sentence for a proof of the secret that did not hold, from this side ([local]) about
+     * [peer] ([remote] its kind of secret): how to give both sides the same one, never the secret
+     * itself nor where this side keeps it (the sentence is also sent to the peer).
+     */
+    fun secretsDiffer(local: SecretKind, remote: SecretKind, peer: String): String = when {
+        local == SecretKind.USER && remote == SecretKind.USER ->
+            "the per-user secrets differ: copy the file \$XDG_CONFIG_HOME/rdma-run/secret (by default ~/.config/rdma-run/secret) " +
+                "from one host to the same place on the other (mode 0600, e.g. with scp -p), or give both sides the same --token"
+        local == SecretKind.TOKEN && remote == SecretKind.TOKEN -> "the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
+        else -> "this side uses ${secretWords(local)} and $peer ${secretWords(remote)}: give both sides the same --token " +
+            "(or RDMA_RUN_TOKEN), or neither, so that both use the per-user secret"
+    }
+
+    /**
+     * The first difference between two plans' lines ([ScenarioPlan.canonicalLines]) in the words
+     * of this side: "--set count is 100 here and 99 on the client". Null when they are the same.
+     */
+    fun planDifference(local: List<String>, remote: List<String>, peerRole: Role): String? {
+        fun entries(lines: List<String>) = lines.drop(1).associate { line ->
+            val eq = line.indexOf('=')
+            if (eq < 0) line to "" else line.substring(0, eq) to line.substring(eq + 1)
+        }
+        val mine = entries(local)
+        val theirs = entries(remote)
+        val on = "on the ${peerRole.label}"
+        // Parameters first: a --set that differs is the cause of the settings it changes.
+        val order = listOf("parameter ", "setting ", "script ")
+        for (key in (mine.keys + theirs.keys).distinct().sortedBy { k -> order.indexOfFirst { k.startsWith(it) }.let { if (it < 0) order.size else it } }) {
+            val l = mine[key]
+            val r = theirs[key]
+            if (l == r) continue
+            val name = when {
+                key.startsWith("parameter ") -> "--set " + key.removePrefix("parameter ")
+                key.startsWith("setting ") -> "the setting " + key.removePrefix("setting ")
+                key.startsWith("script ") -> return "the scripts differ (SHA-256 ${l?.take(12) ?: "none"} here, ${r?.take(12) ?: "none"} $on)"
+                else -> key
+            }
+            return when {
+                l == null -> "$name is $r $on and not set here"
+                r == null -> "$name is $l here and not set $on"
+                else -> "$name is $l here and $r $on"
+            }
+        }
+        return if (local == remote) null else "the plans' formats differ: use the same rdma-run version on both sides"
+    }
+
     private val SECTION_WORDS = mapOf("settings" to "shared settings", "parameters" to "--set parameters", "script" to "scripts")
+
+    /**
+     * What this side proves in step 2 without sending it: its [role], its plan ([fingerprint],
+     * the [sections]' digests from [Fingerprint.sections], the [planLines] it shows a peer that
+     * proved the secret when the plans differ) and its secret ([token]).
+     */
+    class Credentials(val role: Role, val fingerprint: String, val sections: Map<String, String>, val planLines: List<String>, val token: ControlToken) {
+        constructor(plan: ScenarioPlan, token: ControlToken) :
+            this(plan.role, plan.fingerprint, Fingerprint.sections(plan), plan.canonicalLines(), token)
+    }
 
     /** The limits a remote hello is checked against ([validate]): this side's scenario. */
     class Expected(val qpCount: Int, val recvDepth: Int, val dataBytes: Long, val creditBytes: Long = 8)
@@ -208,8 +309,7 @@ object Handshake {
      * Checks every field of the remote's hello before anything uses it: counts match the plan,
      * QPNs and PSNs are 24-bit, LIDs 16-bit, GIDs 16 bytes, MTUs valid, buffer lengths exactly
      * this scenario's (so never negative nor larger than what was registered), address plus
-     * length does not overflow, strings and lists are bounded, the fabric key (server only) has
-     * its length. Returns the first problem as one sentence naming the field, or null.
+     * length does not overflow, strings and lists are bounded. Returns the first problem as one sentence naming the field, or null.
      */
     fun validate(remote: Hello, expected: Expected, peer: String): String? {
         fun bad(field: String, problem: String) = "$peer sent an invalid hello: $field $problem"
@@ -233,14 +333,6 @@ object Handshake {
             if (q.mtu !in MTUS) return bad("$at.mtu", "is ${q.mtu}, not 256, 512, 1024, 2048 or 4096")
             region(q.buffer, expected.dataBytes)?.let { return bad("$at.buffer", it) }
             region(q.credit, expected.creditBytes)?.let { return bad("$at.credit", it) }
-        }
-        if (remote.role == Role.SERVER) {
-            val key = remote.fabricKey ?: return bad("fabricKey", "is missing (the server chooses one for each scenario)")
-            if (runCatching { dev.rdmarun.runtime.FabricKey.parseHex(key) }.isFailure) {
-                return bad("fabricKey", "is not ${dev.rdmarun.runtime.FabricKey.LENGTH} bytes in ${dev.rdmarun.runtime.FabricKey.LENGTH * 2} hex digits")
-            }
-        } else if (remote.fabricKey != null) {
-            return bad("fabricKey", "is set, but only the server chooses it")
         }
         return null
     }

@@ -24,8 +24,10 @@ data class RdmaOptions(
      */
     val scenarioSource: String? = null,
     /**
-     * The control connection's shared secret (see [ControlToken]): both sides must give the same
-     * one, or both none. A launcher passes `--token` / `RDMA_RUN_TOKEN`.
+     * The control connection's shared secret (see [ControlToken]): both sides must use the same
+     * one. Null, the default, is the per-user secret ([ControlToken.userSecret], created on first
+     * use): two processes of one user, or hosts sharing the home directory, need nothing else.
+     * [ControlToken.none] opts out. A launcher passes `--token` / `RDMA_RUN_TOKEN` / `--no-token`.
      */
     val token: ControlToken? = null,
 ) {
@@ -35,7 +37,7 @@ data class RdmaOptions(
     /** This peer instead. */
     fun withPeer(peer: Peer?) = copy(peer = peer)
 
-    /** This control-connection token instead ([ControlToken.of]; null: none). */
+    /** This control-connection token instead ([ControlToken.of]; null: the per-user secret). */
     fun withToken(token: String?) = copy(token = token?.let { ControlToken.of(it) })
 }
 

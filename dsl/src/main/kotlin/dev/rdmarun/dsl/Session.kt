@@ -46,8 +46,9 @@ import kotlinx.coroutines.withContext
  * [connect] (the script's `connect(peer)`): bind the TCP port (server), open and check the device,
  * create PD, CQs, MRs (with the declared access flags) and QPs (to INIT) and read their endpoints
  * (so a bad device, port or GID index fails before a peer is waited for), post every receive,
- * then the handshake ([ControlConnection]: intro, token proofs, hellos; the server keeps accepting
- * until a connection passes the first two), RTR/RTS with the server's [FabricKey], "ready" both
+ * then the handshake ([ControlConnection]: intros, proofs of the secret and the plan, hellos; the
+ * server keeps accepting until a connection passes the first two), RTR/RTS with the [FabricKey]
+ * both derived, "ready" both
  * ways, all under one deadline, the timeout. [finish] (the block returned): wait for this side's
  * work to complete; "done 1" both ways (from now on arrivals are only counted); stop credit
  * updates; "done 2" both ways. [tearDown], on success, failure or cancellation alike: QPs to ERR,
@@ -60,7 +61,7 @@ internal class Session(
     private val plan: ScenarioPlan,
     private val polling: PollingDispatcher,
     private val monitor: ScenarioMonitor?,
-    /** The control connection's shared secret, or null (see [ControlToken]). */
+    /** The control connection's shared secret; null: the per-user secret ([ControlToken.userSecret]). */
     private val token: ControlToken? = null,
 ) : PollingDispatcher.Agent {
     val settings = plan.settings
@@ -90,7 +91,7 @@ internal class Session(
     /** Each QP's half of the exchange, read at setup: a bad GID index fails before any peer is waited for. */
     private val endpoints = ArrayList<QpEndpoint>()
 
-    /** The soft0 connection secret of this scenario: the server's choice, learnt by the client from its hello. */
+    /** The soft0 connection secret of this scenario: derived by both sides in the handshake ([Handshake.fabricKey]). */
     private var fabricKey: FabricKey? = null
     /** This side's port, read once when the resources are made (MTU, link layer). */
     private var portAttributes: PortAttributes? = null
@@ -165,11 +166,14 @@ internal class Session(
                 }
             }
             try {
-                withContext(Dispatchers.IO) {
+                val secret = withContext(Dispatchers.IO) {
+                    // First: a per-user secret that cannot be used is said before any port or device is touched.
+                    val secret = token ?: ControlToken.userSecret()
                     (plan.peer as? Peer.Listen)?.let { listener = ControlConnection.listen(it, settings.timeout) }
                     coroutine.ensureActive() // a cancellation before the listener existed did not close it
                     openDevice()
                     createResources()
+                    secret
                 }
                 // On the dispatcher thread, which polls from now on.
                 polling.setIdleMode(settings.completionMode.idleMode, channel)
@@ -179,10 +183,11 @@ internal class Session(
                 drivers.forEach { it.engine.postInitialReceives() } // before the peer can send
                 polling.relax() // a server may wait minutes for its client: no core spins for that
                 val remote = withContext(Dispatchers.IO) {
-                    val intro = Intro(Handshake.VERSION, role, plan.fingerprint, Fingerprint.sections(plan), Handshake.nonce(), token != null)
+                    val credentials = Handshake.Credentials(plan, secret)
                     val c = when (val peer = plan.peer) {
                         is Peer.Listen -> {
-                            val accepted = ControlConnection.accept(listener!!, settings.timeout, intro, token) { note(it) }
+                            val accepted = ControlConnection.accept(listener!!, settings.timeout, credentials) { note(it) }
+                            fabricKey = accepted.fabricKey
                             listener?.close()
                             listener = null
                             control = accepted.connection
@@ -192,12 +197,11 @@ internal class Session(
                         }
                         is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }.also {
                             control = it
-                            it.authenticate(intro, token)
+                            fabricKey = it.authenticate(credentials)
                         }
                     }
                     coroutine.ensureActive() // likewise for the connection
                     val remote = c.exchangeHellos(hello(), Handshake.Expected(settings.qps, settings.recvDepth, settings.dataBytes))
-                    if (role == Role.CLIENT) fabricKey = FabricKey.parseHex(remote.fabricKey!!)
                     connectQps(remote)
                     c.send(Ready)
                     val ready = c.receive("ready signal")
@@ -293,7 +297,6 @@ internal class Session(
 
     private fun hello(): Hello {
         val credits = creditMr!!
-        if (role == Role.SERVER) fabricKey = FabricKey.random()
         return Hello(
             version = Handshake.VERSION,
             role = role,
@@ -304,7 +307,6 @@ internal class Session(
             parameters = plan.parameters,
             plan = plan.canonicalLines(),
             access = settings.remoteAccess,
-            fabricKey = fabricKey?.toHex(),
             qps = drivers.map { d ->
                 val data = d.engine.dataRegion()
                 val e = endpoints[d.index]

@@ -15,7 +15,16 @@ open class ScenarioException(message: String, cause: Throwable? = null, val hint
 }
 
 /** The peer reported a failure, closed the control connection or went silent. */
-class PeerException(message: String, cause: Throwable? = null) : ScenarioException(message, cause)
+class PeerException(message: String, cause: Throwable? = null) : ScenarioException(message, cause) {
+    /**
+     * A server that refused this connection stops waiting for another: the peer proved the secret,
+     * so it is this scenario's own client, and it runs another plan.
+     */
+    internal var endsTheWait = false
+
+    /** A server says at once that it refused this connection (a peer that proved the wrong secret or plan), not only at the end. */
+    internal var worthNoting = false
+}
 
 /** What a launcher prints for a failed run: the sentence, and the hint on a second line when there is one. */
 fun describeFailure(t: Throwable): String = when (t) {

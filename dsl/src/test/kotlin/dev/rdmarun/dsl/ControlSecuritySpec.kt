@@ -6,6 +6,7 @@ import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.nulls.shouldBeNull
 import io.kotest.matchers.nulls.shouldNotBeNull
 import io.kotest.matchers.shouldBe
+import io.kotest.matchers.shouldNotBe
 import io.kotest.matchers.string.shouldContain
 import io.kotest.matchers.string.shouldNotContain
 import io.kotest.matchers.string.shouldStartWith
@@ -38,13 +39,18 @@ class ControlSecuritySpec : FunSpec({
         version = Handshake.VERSION, role = role, qpCount = qps, recvDepth = 64, maxDestRdAtomic = 1,
         fingerprint = fingerprint, parameters = parameters, plan = listOf("rdma-run-plan-2"),
         qps = List(qps) { QpInfo(0x11 + it, 0x1234 + it, 0, gid, 1024, BufferInfo(0x7f00_0000_1000L + it * 4096L, 0x100 + it, 4096), BufferInfo(0x7f00_0010_0000L, 7, 8)) },
-        fabricKey = if (role == Role.SERVER) "ab".repeat(32) else null,
     )
 
     val expected = Handshake.Expected(qpCount = 2, recvDepth = 64, dataBytes = 4096)
 
-    fun intro(role: Role, token: Boolean = false, print: String = fingerprint) =
-        Intro(Handshake.VERSION, role, print, mapOf("settings" to print, "parameters" to "1".repeat(64)), Handshake.nonce(), token)
+    fun intro(role: Role, secret: SecretKind = SecretKind.NONE) = Intro(Handshake.VERSION, role, Handshake.nonce(), secret)
+
+    /** A plan's lines: the settings, one parameter, the script's digest. */
+    fun plan(qps: Int = 2, count: Int = 100, script: String = "a".repeat(64)) =
+        listOf("rdma-run-plan-2", "setting qps=$qps", "parameter count=$count", "script sha256=$script")
+
+    fun creds(role: Role, token: ControlToken = ControlToken.none(), lines: List<String> = plan()) =
+        Handshake.Credentials(role, Fingerprint.sha256(lines.joinToString("") { it + "\n" }), Fingerprint.sections(lines), lines, token)
 
     /** Everything a raw peer receives on [socket] until the other side closes: the magic's presence and the frames. */
     fun readAll(socket: Socket): Pair<Boolean, List<Frame>> {
@@ -56,21 +62,21 @@ class ControlSecuritySpec : FunSpec({
 
     fun kinds(frames: List<Frame>): List<KClass<out Frame>> = frames.map { it::class }
 
-    class Served<T>(val accepted: Result<ControlConnection.Companion.Accepted>, val body: T, val notes: List<String>)
+    class Served<T>(val accepted: Result<ControlConnection.Companion.Accepted>, val body: T, val notes: List<String>, val port: Int)
 
     /** A server's accept on an ephemeral port (on the IO pool) while [body] plays the peers. */
-    suspend fun <T> withServer(timeout: Duration, token: ControlToken?, body: suspend (port: Int) -> T): Served<T> {
+    suspend fun <T> withServer(timeout: Duration, token: ControlToken, body: suspend (port: Int) -> T): Served<T> {
         val listener = ServerSocket(0, 50, loopback)
         val notes = CopyOnWriteArrayList<String>()
         return try {
             coroutineScope {
                 val accepted = async(Dispatchers.IO) {
-                    runCatching { ControlConnection.accept(listener, timeout, intro(Role.SERVER, token != null), token) { notes.add(it) } }
+                    runCatching { ControlConnection.accept(listener, timeout, creds(Role.SERVER, token)) { notes.add(it) } }
                 }
                 val b = async(Dispatchers.IO) { body(listener.localPort) }
                 val a = accepted.await()
                 a.getOrNull()?.connection?.close()
-                Served(a, b.await(), notes)
+                Served(a, b.await(), notes, listener.localPort)
             }
         } finally {
             listener.close()
@@ -99,7 +105,7 @@ class ControlSecuritySpec : FunSpec({
                     }
                 }
                 val e = shouldThrow<PeerException> {
-                    client(listener.localPort, timeout = 1.seconds).use { it.authenticate(intro(Role.CLIENT), null) }
+                    client(listener.localPort, timeout = 1.seconds).use { it.authenticate(creds(Role.CLIENT)) }
                 }
                 e.message shouldBe "the server at 127.0.0.1:${listener.localPort} sent its hello too slowly: no complete hello within 1s"
                 dripper.join() // its next write fails on the closed connection
@@ -107,7 +113,7 @@ class ControlSecuritySpec : FunSpec({
         }
 
         test("a client that drips is a stray: the server's wait ends at its deadline and says so") {
-            val accepted = withServer(1.seconds, null) { port ->
+            val accepted = withServer(1.seconds, ControlToken.none()) { port ->
                 Socket(loopback, port).use { s ->
                     val out = s.getOutputStream()
                     runCatching {
@@ -154,7 +160,7 @@ class ControlSecuritySpec : FunSpec({
     }
 
     context("a listening server survives strays") {
-        test("port scans, garbage, 8 bytes, wrong magic, another scenario and a wrong token are closed and counted; they get the intro only; the client still completes") {
+        test("port scans, garbage, 8 bytes, wrong magic, no secret and a wrong secret are closed and counted; they get the intro only; the client still completes") {
             val token = ControlToken.of("s3cret-token")
             val received = CopyOnWriteArrayList<Pair<Boolean, List<Frame>>>()
             val served = withServer(20.seconds, token) { port ->
@@ -169,18 +175,17 @@ class ControlSecuritySpec : FunSpec({
                 stray { it.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n".toByteArray()) }
                 stray { it.write(ByteArray(8)) } // 8 bytes
                 stray { it.writeInt(FrameCodec.MAGIC); it.writeInt(0) } // 8 bytes that start right
-                stray { it.writeInt(0x52445258); FrameCodec.write(it, intro(Role.CLIENT, token = true)) } // wrong magic
-                stray { FrameCodec.writeMagic(it); FrameCodec.write(it, intro(Role.CLIENT, token = true, print = "e".repeat(64))) }
-                stray { FrameCodec.writeMagic(it); FrameCodec.write(it, intro(Role.CLIENT, token = false)) } // no token
-                stray { // the wrong token
+                stray { it.writeInt(0x52445258); FrameCodec.write(it, intro(Role.CLIENT, SecretKind.TOKEN)) } // wrong magic
+                stray { FrameCodec.writeMagic(it); FrameCodec.write(it, intro(Role.CLIENT, SecretKind.NONE)) } // no secret
+                stray { // the wrong secret
                     FrameCodec.writeMagic(it)
-                    FrameCodec.write(it, intro(Role.CLIENT, token = true))
-                    FrameCodec.write(it, Proof("0".repeat(64)))
+                    FrameCodec.write(it, intro(Role.CLIENT, SecretKind.TOKEN))
+                    FrameCodec.write(it, Proof("0".repeat(64), Handshake.SECTIONS.associateWith { "0".repeat(64) }))
                 }
                 stray { FrameCodec.writeMagic(it); FrameCodec.write(it, hello(Role.CLIENT)) } // a hello instead of the intro
                 val real = client(port)
                 try {
-                    real.authenticate(intro(Role.CLIENT, token = true), token)
+                    real.authenticate(creds(Role.CLIENT, token))
                     "authenticated"
                 } finally {
                     real.close()
@@ -190,7 +195,7 @@ class ControlSecuritySpec : FunSpec({
             served.body shouldBe "authenticated"
             served.accepted.getOrThrow().connection.peerLabel shouldStartWith "the client at 127.0.0.1:"
             // Nothing but step 1 (and at most one failure report) reached a stray: no proof, no hello, no token.
-            received.size shouldBe 8
+            received.size shouldBe 7
             for ((magic, frames) in received) {
                 magic shouldBe true
                 frames.first().shouldBeInstanceOf<Intro>()
@@ -205,22 +210,23 @@ class ControlSecuritySpec : FunSpec({
             failures[1] shouldBe "the peer is not an rdma-run scenario: its connection starts with 0x00000000 (\\x00\\x00\\x00\\x00) instead of 'RDRN'"
             failures[2]!! shouldContain "the peer sent a frame of 0 bytes"
             failures[3] shouldBe "the peer is not an rdma-run scenario: its connection starts with 0x52445258 (RDRX) instead of 'RDRN'"
-            failures[4]!! shouldContain "runs a different scenario (plan eeeeeeeeeeee, this side ffffffffffff): the shared settings differ"
-            failures[5]!! shouldContain "this side has a token (--token or RDMA_RUN_TOKEN) but the client at 127.0.0.1:"
-            failures[6] shouldBe "the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
-            failures[7].shouldBeNull() // a hello where the intro was due: closed without a word
-            // The port scan, the 8 above and the silent one, counted in one escaped line.
-            served.notes.size shouldBe 1
-            served.notes[0] shouldStartWith "closed 10 stray connections that did not complete the hello (the last: "
-            served.notes[0] shouldContain "; the client at 127.0.0.1:"
+            failures[4]!! shouldStartWith "the client at 127.0.0.1:"
+            failures[4]!! shouldContain "runs without a secret (--no-token) and this side with a token (--token or RDMA_RUN_TOKEN)"
+            failures[5] shouldBe "the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
+            failures[6].shouldBeNull() // a hello where the intro was due: closed without a word
+            // The wrong secret is said at once; the port scan, the 6 above and the silent one, counted in one escaped line.
+            served.notes.size shouldBe 2
+            served.notes[0] shouldBe "refused the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN; still waiting for the client"
+            served.notes[1] shouldStartWith "closed 9 stray connections that did not complete the hello (the last: "
+            served.notes[1] shouldContain "; the client at 127.0.0.1:"
         }
 
         test("more pending connections than the bound: the oldest is closed, the client still completes") {
-            val served = withServer(20.seconds, null) { port ->
+            val served = withServer(20.seconds, ControlToken.none()) { port ->
                 val silent = List(ControlConnection.MAX_PENDING + 3) { Socket(loopback, port) }
                 val real = client(port)
                 try {
-                    real.authenticate(intro(Role.CLIENT), null)
+                    real.authenticate(creds(Role.CLIENT))
                     "authenticated"
                 } finally {
                     real.close()
@@ -232,35 +238,177 @@ class ControlSecuritySpec : FunSpec({
             served.notes.single() shouldStartWith "closed ${ControlConnection.MAX_PENDING + 3} stray connections"
         }
 
-        test("a client that connects to a server of another scenario fails with one sentence, the server keeps waiting") {
-            val served = withServer(1.seconds, null) { port ->
-                runCatching { client(port).use { it.authenticate(intro(Role.CLIENT, print = "e".repeat(64)), null) } }
+        test("without a secret, a client of another scenario fails with one sentence; the server says so at once and keeps waiting") {
+            val served = withServer(1.seconds, ControlToken.none()) { port ->
+                runCatching { client(port).use { it.authenticate(creds(Role.CLIENT, lines = plan(qps = 4))) } }
             }
-            served.body.exceptionOrNull()!!.message shouldStartWith
-                "the server at 127.0.0.1:"
-            served.body.exceptionOrNull()!!.message shouldContain "runs a different scenario (plan ffffffffffff, this side eeeeeeeeeeee): the shared settings differ"
+            served.body.exceptionOrNull()!!.message shouldBe
+                "the server at 127.0.0.1:${served.port} refused the connection: the server runs a different scenario: the shared settings differ"
+            served.notes.first() shouldStartWith "refused the client at 127.0.0.1:"
+            served.notes.first() shouldContain "runs a different scenario: the shared settings differ; still waiting for the client"
             served.accepted.exceptionOrNull()!!.message shouldContain "within 1s; closed 1 stray connection that did not complete the hello (the last: the client at 127.0.0.1:"
+        }
+
+        test("with the secret proved, a client of another scenario ends both sides at once, each naming the first difference") {
+            val token = ControlToken.of("shared")
+            // A wait of a minute: the server's sentence must come from the refusal, not from its deadline.
+            val served = withServer(60.seconds, token) { port ->
+                runCatching { client(port).use { it.authenticate(creds(Role.CLIENT, token, plan(count = 99))) } }
+            }
+            served.body.exceptionOrNull()!!.message shouldBe
+                "the server at 127.0.0.1:${served.port} runs a different scenario: --set count is 99 here and 100 on the server"
+            val e = served.accepted.exceptionOrNull().shouldBeInstanceOf<PeerException>()
+            e.message shouldStartWith "the client at 127.0.0.1:"
+            e.message shouldContain "runs a different scenario: --set count is 100 here and 99 on the client"
         }
     }
 
-    context("the token") {
-        suspend fun pair(serverToken: ControlToken?, clientToken: ControlToken?): Pair<Result<Unit>, Result<Unit>> {
+    context("an attacker who can connect, or who saw a run, gets no endpoint") {
+        /**
+         * Runs [body] with a port that relays to [port], recording what the client side sends
+         * into [upstream] and what the server side sends into [downstream].
+         */
+        suspend fun <T> relayed(port: Int, upstream: java.io.ByteArrayOutputStream, downstream: java.io.ByteArrayOutputStream = java.io.ByteArrayOutputStream(),
+                                body: suspend (Int) -> T): T = ServerSocket(0, 1, loopback).use { relay ->
+            coroutineScope {
+                val result = async(Dispatchers.IO) { body(relay.localPort) }
+                relay.accept().use { fromClient ->
+                    Socket(loopback, port).use { toServer ->
+                        fun pump(from: Socket, to: Socket, record: java.io.ByteArrayOutputStream) = Thread.ofPlatform().start {
+                            runCatching {
+                                val buf = ByteArray(4096)
+                                while (true) {
+                                    val n = from.getInputStream().read(buf)
+                                    if (n < 0) break
+                                    synchronized(record) { record.write(buf, 0, n) }
+                                    to.getOutputStream().write(buf, 0, n)
+                                }
+                            }
+                            runCatching { to.shutdownOutput() }
+                        }
+                        val up = pump(fromClient, toServer, upstream)
+                        val down = pump(toServer, fromClient, downstream)
+                        val r = result.await()
+                        up.join()
+                        down.join()
+                        r
+                    }
+                }
+            }
+        }
+
+        /** Reads one frame's JSON text, after the magic when [magic]. */
+        fun rawFrame(input: DataInputStream, magic: Boolean = false): String {
+            if (magic) input.readInt() shouldBe FrameCodec.MAGIC
+            val bytes = ByteArray(input.readInt())
+            input.readFully(bytes)
+            return bytes.toString(Charsets.UTF_8)
+        }
+
+        fun writeRaw(out: DataOutputStream, json: String, magic: Boolean = false) {
+            if (magic) out.writeInt(FrameCodec.MAGIC)
+            val bytes = json.toByteArray(Charsets.UTF_8)
+            out.writeInt(bytes.size)
+            out.write(bytes)
+            out.flush()
+        }
+
+        for (token in listOf(ControlToken.none(), ControlToken.of("shared"))) {
+            test("echoing the server's own frames back as a client is a stray ($token): no endpoint, the real client still connects") {
+                val seen = CopyOnWriteArrayList<String>()
+                val served = withServer(20.seconds, token) { port ->
+                    Socket(loopback, port).use { s ->
+                        val input = DataInputStream(s.getInputStream())
+                        val out = DataOutputStream(s.getOutputStream())
+                        val intro = rawFrame(input, magic = true)
+                        // The server's intro, as a client's: its own nonce is refused, so also with a fresh one.
+                        writeRaw(out, intro.replace("\"role\":\"server\"", "\"role\":\"client\"")
+                            .replace(Regex("\"nonce\":\"[0-9a-f]{64}\""), "\"nonce\":\"${Handshake.nonce()}\""), magic = true)
+                        // Whatever comes next is echoed too, until the server closes.
+                        runCatching {
+                            while (true) {
+                                val f = rawFrame(input)
+                                seen.add(f)
+                                writeRaw(out, f.replace("\"role\":\"server\"", "\"role\":\"client\""))
+                            }
+                        }
+                        // And a proof made of nothing the server sent, in case it waits for one.
+                        runCatching { writeRaw(out, FrameCodec.encode(Proof("0".repeat(64), emptyMap())).toString(Charsets.UTF_8)) }
+                    }
+                    val real = client(port)
+                    try {
+                        real.authenticate(creds(Role.CLIENT, token))
+                        "authenticated"
+                    } finally {
+                        real.close()
+                    }
+                }
+                served.body shouldBe "authenticated"
+                // The echo got no proof, no plan, no endpoint: at most a failure report.
+                seen.forEach { it shouldStartWith "{\"type\":\"failure\"" }
+                served.notes.last() shouldStartWith "closed 1 stray connection that did not complete the hello"
+            }
+        }
+
+        test("a client's handshake recorded on the path and replayed to a new server of the same scenario is refused") {
+            val token = ControlToken.of("shared")
+            val recorded = java.io.ByteArrayOutputStream()
+            // Server A, with a recording relay between it and the real client.
+            val first = withServer(20.seconds, token) { port ->
+                relayed(port, recorded) { relayPort -> client(relayPort).use { it.authenticate(creds(Role.CLIENT, token)) } }
+            }
+            first.accepted.isSuccess shouldBe true
+            // Server B: the same scenario and secret, fed the recording.
+            val second = withServer(2.seconds, token) { port ->
+                Socket(loopback, port).use { s ->
+                    runCatching { s.getOutputStream().write(synchronized(recorded) { recorded.toByteArray() }) }
+                    readAll(s)
+                }
+            }
+            second.body.second.map { it::class } shouldContainExactly listOf(Intro::class, Failure::class)
+            (second.body.second[1] as Failure).message shouldBe "the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
+            second.accepted.exceptionOrNull()!!.message shouldContain "within 2s; closed 1 stray connection"
+        }
+
+        test("the whole handshake's transcript holds neither the secret nor soft0's fabric key, which both sides derive alike") {
+            val token = ControlToken.of("s3cret-token")
+            val up = java.io.ByteArrayOutputStream()
+            val down = java.io.ByteArrayOutputStream()
+            val served = withServer(20.seconds, token) { port ->
+                relayed(port, up, down) { relayPort -> client(relayPort).use { it.authenticate(creds(Role.CLIENT, token)) } }
+            }
+            val key = served.accepted.getOrThrow().fabricKey
+            served.body shouldBe key
+            val transcript = (up.toByteArray() + down.toByteArray()).toString(Charsets.ISO_8859_1)
+            transcript shouldContain "\"type\":\"proof\"" // the relay saw the whole of steps 1 and 2
+            transcript shouldNotContain key.toHex()
+            transcript shouldNotContain "s3cret"
+            // What an observer could try: every 64-hex-digit string it saw, as the key.
+            Regex("[0-9a-f]{64}").findAll(transcript).map { it.value }.toList().forEach {
+                dev.rdmarun.runtime.FabricKey.parseHex(it) shouldNotBe key
+            }
+        }
+    }
+
+    context("the secret") {
+        suspend fun pair(serverToken: ControlToken, clientToken: ControlToken): Pair<Result<dev.rdmarun.runtime.FabricKey>, Result<dev.rdmarun.runtime.FabricKey>> {
             val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
             return coroutineScope {
                 val a = async(Dispatchers.IO) {
-                    runCatching { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(intro(Role.SERVER, serverToken != null), serverToken) } }
+                    runCatching { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(creds(Role.SERVER, serverToken)) } }
                 }
                 val b = async(Dispatchers.IO) {
-                    runCatching { ControlConnection.over(c, 10.seconds, Role.SERVER).use { it.authenticate(intro(Role.CLIENT, clientToken != null), clientToken) } }
+                    runCatching { ControlConnection.over(c, 10.seconds, Role.SERVER).use { it.authenticate(creds(Role.CLIENT, clientToken)) } }
                 }
                 a.await() to b.await()
             }
         }
 
-        test("the same token on both sides: both pass") {
+        test("the same token on both sides: both pass and derive the same fabric key; another pair of nonces, another key") {
             val (a, b) = pair(ControlToken.of("secret"), ControlToken.of("secret"))
-            a.getOrThrow()
-            b.getOrThrow()
+            a.getOrThrow() shouldBe b.getOrThrow()
+            val (c, _) = pair(ControlToken.of("secret"), ControlToken.of("secret"))
+            (c.getOrThrow() == a.getOrThrow()) shouldBe false
         }
 
         test("different tokens: the server names it, the client hears it") {
@@ -269,42 +417,65 @@ class ControlSecuritySpec : FunSpec({
             b.exceptionOrNull()!!.message shouldBe "the server refused the connection: the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN"
         }
 
-        test("a token on one side only is a mismatch, said from each side") {
-            val (a, b) = pair(null, ControlToken.of("secret"))
-            a.exceptionOrNull()!!.message shouldBe "the client requires a token (--token or RDMA_RUN_TOKEN) and this side has none: give both sides the same token"
-            b.exceptionOrNull()!!.message shouldBe "this side has a token (--token or RDMA_RUN_TOKEN) but the server has none: give both sides the same token"
+        test("different per-user secrets: both sentences say how to share the file, and neither holds the secret or its path") {
+            val dir = java.nio.file.Files.createTempDirectory("secrets")
+            val one = ControlToken.userSecret(dir.resolve("one/rdma-run/secret"))
+            val two = ControlToken.userSecret(dir.resolve("two/rdma-run/secret"))
+            val (a, b) = pair(one, two)
+            val sentence = "the per-user secrets differ: copy the file \$XDG_CONFIG_HOME/rdma-run/secret (by default ~/.config/rdma-run/secret) " +
+                "from one host to the same place on the other (mode 0600, e.g. with scp -p), or give both sides the same --token"
+            a.exceptionOrNull()!!.message shouldBe sentence
+            b.exceptionOrNull()!!.message shouldBe "the server refused the connection: $sentence"
+            val secretHex = java.nio.file.Files.readAllLines(dir.resolve("one/rdma-run/secret"))[1]
+            a.exceptionOrNull()!!.message shouldNotContain secretHex
+            a.exceptionOrNull()!!.message shouldNotContain dir.toString()
         }
 
-        test("a server that does not know the token (a bad proof) is refused by the client") {
+        test("a secret on one side only is a mismatch, said from each side") {
+            val (a, b) = pair(ControlToken.none(), ControlToken.of("secret"))
+            a.exceptionOrNull()!!.message shouldBe "the client uses a token (--token or RDMA_RUN_TOKEN) and this side runs without one (--no-token): give both sides the same secret, or --no-token to both"
+            b.exceptionOrNull()!!.message shouldBe "the server runs without a secret (--no-token) and this side with a token (--token or RDMA_RUN_TOKEN): give both sides the same secret, or --no-token to both"
+        }
+
+        test("a server that does not know the secret (a bad proof) is refused by the client") {
             val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
             val impostor = Thread.ofPlatform().start {
                 runCatching {
                     val out = DataOutputStream(s.getOutputStream())
                     val input = DataInputStream(s.getInputStream())
                     FrameCodec.writeMagic(out)
-                    FrameCodec.write(out, intro(Role.SERVER, token = true))
+                    FrameCodec.write(out, intro(Role.SERVER, SecretKind.TOKEN))
                     FrameCodec.readMagic(input, "magic")
                     FrameCodec.read(input, "intro")
                     FrameCodec.read(input, "proof")
-                    FrameCodec.write(out, Proof("1".repeat(64)))
+                    FrameCodec.write(out, Proof("1".repeat(64), emptyMap()))
                     readAll(s)
                 }
                 s.close()
             }
             val e = shouldThrow<PeerException> {
-                ControlConnection.over(c, 10.seconds, Role.SERVER).use { it.authenticate(intro(Role.CLIENT, true), ControlToken.of("secret")) }
+                ControlConnection.over(c, 10.seconds, Role.SERVER).use { it.authenticate(creds(Role.CLIENT, ControlToken.of("secret"))) }
             }
-            e.message shouldBe "the server does not know the token (its proof is wrong): it is not the peer this side expects, or the tokens differ"
+            e.message shouldBe "the server does not know the secret (its proof is wrong): it is not the peer this side expects"
             impostor.join()
         }
 
-        test("a proof is bound to the sender's role and both nonces: a reflected or replayed one does not match") {
+        test("a proof is bound to the sender's role, both nonces, the secret and each part of the plan") {
             val key = "k".toByteArray()
-            val p = Handshake.proof(key, Role.CLIENT, "a".repeat(64), "b".repeat(64), fingerprint)
-            Handshake.proofMatches(p, Handshake.proof(key, Role.CLIENT, "a".repeat(64), "b".repeat(64), fingerprint)) shouldBe true
-            Handshake.proofMatches(p, Handshake.proof(key, Role.SERVER, "a".repeat(64), "b".repeat(64), fingerprint)) shouldBe false
-            Handshake.proofMatches(p, Handshake.proof(key, Role.CLIENT, "c".repeat(64), "b".repeat(64), fingerprint)) shouldBe false
-            Handshake.proofMatches(p, Handshake.proof("j".toByteArray(), Role.CLIENT, "a".repeat(64), "b".repeat(64), fingerprint)) shouldBe false
+            val (a, b, c) = listOf("a", "b", "c").map { it.repeat(64) }
+            val p = Handshake.secretProof(key, Role.CLIENT, a, b)
+            Handshake.proofMatches(p, Handshake.secretProof(key, Role.CLIENT, a, b)) shouldBe true
+            Handshake.proofMatches(p, Handshake.secretProof(key, Role.SERVER, a, b)) shouldBe false
+            Handshake.proofMatches(p, Handshake.secretProof(key, Role.CLIENT, c, b)) shouldBe false
+            Handshake.proofMatches(p, Handshake.secretProof("j".toByteArray(), Role.CLIENT, a, b)) shouldBe false
+            Handshake.proofMatches(p, Handshake.secretProof(null, Role.CLIENT, a, b)) shouldBe false
+            val digests = Fingerprint.sections(plan())
+            val sections = Handshake.sectionProofs(key, digests, Role.CLIENT, a, b)
+            Handshake.differingSections(sections, Handshake.sectionProofs(key, Fingerprint.sections(plan(count = 1)), Role.CLIENT, a, b)) shouldBe listOf("parameters")
+            Handshake.differingSections(sections, Handshake.sectionProofs("j".toByteArray(), digests, Role.CLIENT, a, b)) shouldBe Handshake.SECTIONS
+            Handshake.differingSections(sections, Handshake.sectionProofs(key, digests, Role.SERVER, a, b)) shouldBe Handshake.SECTIONS
+            // No digest of the plan is shown: the proofs are not the digests.
+            sections.values.toSet().intersect(digests.values.toSet()) shouldBe emptySet()
         }
 
         test("a token is never printed") {
@@ -350,10 +521,6 @@ class ControlSecuritySpec : FunSpec({
                 qp0 { it.copy(credit = it.credit.copy(length = -5)) } to "qps[0].credit length is -5, not the 8 bytes this scenario registers",
                 qp0 { it.copy(credit = it.credit.copy(length = Long.MAX_VALUE)) } to "qps[0].credit length is 9223372036854775807, not the 8 bytes this scenario registers",
                 qp0 { it.copy(credit = it.credit.copy(addr = -1)) } to "qps[0].credit address 0xffffffffffffffff plus length 8 overflows 64 bits",
-                h.copy(fabricKey = null) to "fabricKey is missing (the server chooses one for each scenario)",
-                h.copy(fabricKey = "ab") to "fabricKey is not 32 bytes in 64 hex digits",
-                h.copy(fabricKey = "AB".repeat(32)) to "fabricKey is not 32 bytes in 64 hex digits",
-                hello(Role.CLIENT).copy(fabricKey = "ab".repeat(32)) to "fabricKey is set, but only the server chooses it",
             )
             for ((lying, field) in cases) invalid(lying) shouldBe "the server sent an invalid hello: $field"
         }
@@ -364,29 +531,37 @@ class ControlSecuritySpec : FunSpec({
             coroutineScope {
                 val raw = async(Dispatchers.IO) {
                     val out = DataOutputStream(s.getOutputStream())
+                    val input = DataInputStream(s.getInputStream())
+                    // A raw server that passes steps 1 and 2 honestly (no secret, the same plan), then lies.
+                    val mine = intro(Role.SERVER)
                     FrameCodec.writeMagic(out)
-                    FrameCodec.write(out, intro(Role.SERVER))
+                    FrameCodec.write(out, mine)
+                    FrameCodec.readMagic(input, "magic")
+                    val theirs = FrameCodec.read(input, "intro") as Intro
+                    FrameCodec.read(input, "proof")
+                    FrameCodec.write(out, Proof(Handshake.secretProof(null, Role.SERVER, theirs.nonce, mine.nonce),
+                        Handshake.sectionProofs(null, Fingerprint.sections(plan()), Role.SERVER, theirs.nonce, mine.nonce)))
                     FrameCodec.write(out, lying)
-                    readAll(s).also { s.close() }
+                    // What the client sends after its proof, until it closes.
+                    generateSequence { runCatching { FrameCodec.read(input, "more") }.getOrNull() }.toList().also { s.close() }
                 }
                 val e = shouldThrow<PeerException> {
                     ControlConnection.over(c, 10.seconds, Role.SERVER).use {
-                        it.authenticate(intro(Role.CLIENT), null)
+                        it.authenticate(creds(Role.CLIENT))
                         it.exchangeHellos(hello(Role.CLIENT), expected)
                     }
                 }
                 e.message shouldBe "the server sent an invalid hello: qps[0].credit length is -5, not the 8 bytes this scenario registers"
-                val (magic, frames) = raw.await()
-                magic shouldBe true
-                kinds(frames) shouldBe listOf(Intro::class, Hello::class, Failure::class)
-                (frames[2] as Failure).message shouldBe e.message
+                val frames = raw.await()
+                kinds(frames) shouldBe listOf(Hello::class, Failure::class)
+                (frames[1] as Failure).message shouldBe e.message
             }
         }
 
         test("a frame length is bounded before anything is allocated") {
             val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
             DataOutputStream(c.getOutputStream()).apply { writeInt(FrameCodec.MAGIC); writeInt(-5); flush() }
-            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(intro(Role.SERVER), null) } }
+            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(creds(Role.SERVER)) } }
             e.message shouldContain "the peer sent a frame of -5 bytes"
             c.close()
         }
@@ -394,7 +569,7 @@ class ControlSecuritySpec : FunSpec({
         test("before the intro passed, a frame is at most 16 KiB: a stray gets no 4 MiB buffer") {
             val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
             DataOutputStream(c.getOutputStream()).apply { writeInt(FrameCodec.MAGIC); writeInt(FrameCodec.MAX_FRAME); flush() }
-            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(intro(Role.SERVER), null) } }
+            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(creds(Role.SERVER)) } }
             e.message shouldBe "the peer sent a frame of ${FrameCodec.MAX_FRAME} bytes while this side waited for the client's hello " +
                 "(frames are 1..${FrameCodec.MAX_INTRO_FRAME} bytes): it is not a compatible rdma-run, or the stream is corrupt"
             c.close()
@@ -434,7 +609,7 @@ class ControlSecuritySpec : FunSpec({
             typed.message!!.none { it.isISOControl() || it == '\u202e' } shouldBe true
             val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
             DataOutputStream(c.getOutputStream()).apply { FrameCodec.writeMagic(this); FrameCodec.write(this, Failure(esc.repeat(100))) }
-            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(intro(Role.SERVER), null) } }
+            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(creds(Role.SERVER)) } }
             e.message shouldStartWith "the client refused the connection: \\u001b[2J"
             e.message shouldContain "more characters)"
             e.message!!.none { it.isISOControl() || it == '\u202e' } shouldBe true
@@ -447,7 +622,7 @@ class ControlSecuritySpec : FunSpec({
             val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
             val old = """{"type":"hello","version":2,"role":"CLIENT","qpCount":1}""".toByteArray()
             DataOutputStream(c.getOutputStream()).apply { writeInt(FrameCodec.MAGIC); writeInt(old.size); write(old); flush() }
-            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(intro(Role.SERVER), null) } }
+            val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(creds(Role.SERVER)) } }
             e.message shouldBe "remote speaks control protocol version 2, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
             val input = DataInputStream(c.getInputStream())
             input.readInt() shouldBe FrameCodec.MAGIC

@@ -15,7 +15,9 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty
  * The control connection's decoder against whatever a peer may send, as the handshake meets it:
  * [FrameCodec.read] returns a frame or throws a [PeerException] whose sentence shows no raw
  * control characters, and nothing else; an intro it returns is then judged by
- * [Handshake.introMismatch], and a hello by [Handshake.validate] and [Handshake.mismatch], which
+ * [Handshake.introMismatch], a proof must not hold without the secret ([Handshake.secretProof],
+ * [Handshake.sectionProofs]: neither a forged nor an echoed one), a plan is compared by
+ * [Handshake.planDifference], and a hello by [Handshake.validate] and [Handshake.mismatch], which
  * answer without throwing. The frame buffer is at most
  * [FrameCodec.MAX_FRAME] bytes: read checks the length before it allocates. In a normal build this
  * runs the seed corpus in FrameCodecFuzzTestInputs/; e2e/fuzz.sh fuzzes it.
@@ -32,6 +34,13 @@ class FrameCodecFuzzTest {
         }
         when (frame) {
             is Intro -> Handshake.introMismatch(INTRO, frame, "the client")
+            // Without the secret no input proves it, nor any part of the plan: the server would refuse it.
+            is Proof -> {
+                assertFalse(Handshake.proofMatches(Handshake.secretProof(SECRET, Role.CLIENT, CLIENT_NONCE, INTRO.nonce), frame.secret), "a forged secret proof held")
+                val differing = Handshake.differingSections(Handshake.sectionProofs(SECRET, SECTIONS, Role.CLIENT, CLIENT_NONCE, INTRO.nonce), frame.sections)
+                assertFalse(differing.isEmpty(), "a forged plan proof held")
+            }
+            is PlanLines -> Handshake.planDifference(LOCAL.plan, frame.lines, Role.CLIENT)
             is Hello -> if (Handshake.validate(frame, EXPECTED, "the client") == null) Handshake.mismatch(LOCAL, frame)
             else -> {}
         }
@@ -45,8 +54,12 @@ class FrameCodecFuzzTest {
         Files.createDirectories(dir)
         val hello = LOCAL.copy(role = Role.CLIENT, qps = LOCAL.qps.map { it.copy(qpn = it.qpn + 0x100) })
         Files.write(dir.resolve("intro"), frame(FrameCodec.encode(INTRO.copy(role = Role.CLIENT, nonce = "c".repeat(64)))))
-        Files.write(dir.resolve("intro-token"), frame(FrameCodec.encode(INTRO.copy(role = Role.CLIENT, token = true))))
-        Files.write(dir.resolve("proof"), frame(FrameCodec.encode(Proof("d".repeat(64)))))
+        Files.write(dir.resolve("intro-token"), frame(FrameCodec.encode(INTRO.copy(role = Role.CLIENT, secret = SecretKind.TOKEN))))
+        Files.write(dir.resolve("proof"), frame(FrameCodec.encode(Proof("d".repeat(64), Handshake.SECTIONS.associateWith { "e".repeat(64) }))))
+        // The server's own proof for this connection, echoed back: bound to the server's role, it fails.
+        Files.write(dir.resolve("proof-echoed"), frame(FrameCodec.encode(Proof(Handshake.secretProof(SECRET, Role.SERVER, CLIENT_NONCE, INTRO.nonce),
+            Handshake.sectionProofs(SECRET, SECTIONS, Role.SERVER, CLIENT_NONCE, INTRO.nonce)))))
+        Files.write(dir.resolve("plan"), frame(FrameCodec.encode(PlanLines(LOCAL.plan + "parameter count=\u001b[2J"))))
         Files.write(dir.resolve("hello"), frame(FrameCodec.encode(hello)))
         Files.write(dir.resolve("hello-lying-lengths"), frame(FrameCodec.encode(hello.copy(qps = hello.qps.map {
             it.copy(buffer = BufferInfo(Long.MAX_VALUE, 1, Long.MAX_VALUE), credit = BufferInfo(0, 1, -5))
@@ -72,8 +85,12 @@ class FrameCodecFuzzTest {
     companion object {
         private const val GID = "00000000000000000000ffff0a4d0001"
 
-        private val INTRO = Intro(Handshake.VERSION, Role.SERVER, "a".repeat(64),
-            mapOf("settings" to "1".repeat(64), "parameters" to "2".repeat(64), "script" to "3".repeat(64)), "b".repeat(64), false)
+        private val INTRO = Intro(Handshake.VERSION, Role.SERVER, "b".repeat(64), SecretKind.TOKEN)
+
+        /** The server's secret, plan parts and the client's nonce the proofs are checked against. */
+        private val SECRET = "fuzz-secret".toByteArray()
+        private val SECTIONS = mapOf("settings" to "1".repeat(64), "parameters" to "2".repeat(64), "script" to "3".repeat(64))
+        private val CLIENT_NONCE = "c".repeat(64)
 
         private val EXPECTED = Handshake.Expected(qpCount = 2, recvDepth = 64, dataBytes = 4096)
 

@@ -43,11 +43,10 @@ class HandshakeSpec : FunSpec({
         plan = plan,
         access = access,
         qps = List(qps) { QpInfo(0x11 + it, 0x1234 + it, 0, gid, 1024, BufferInfo(0x7f00_0000_1000L + it * 4096L, 0x100 + it, 4096), BufferInfo(0x7f00_0010_0000L, 7, 8)) },
-        fabricKey = if (role == Role.SERVER) "ab".repeat(32) else null,
     )
 
     /** The step-1 frame a raw test peer sends for [h]. */
-    fun introFor(h: Hello, token: Boolean = false) = Intro(h.version, h.role, h.fingerprint, emptyMap(), Handshake.nonce(), token)
+    fun introFor(h: Hello) = Intro(h.version, h.role, Handshake.nonce(), SecretKind.NONE)
 
     /** Two connected sockets over 127.0.0.1: (server side, client side). */
     fun connectedPair(): Pair<Socket, Socket> = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { listener ->
@@ -73,6 +72,9 @@ class HandshakeSpec : FunSpec({
                 Heartbeat(),
                 Heartbeat(progress = 42, waiting = "receive() on QP 0", messagesWaiting = listOf(0, 3), inboxFull = listOf(1)),
                 Failure("remote has 2 QPs, this side 4"),
+                Intro(Handshake.VERSION, Role.CLIENT, "c".repeat(64), SecretKind.USER),
+                Proof("d".repeat(64), Handshake.SECTIONS.associateWith { "e".repeat(64) }),
+                PlanLines(listOf("rdma-run-plan-2", "parameter count=100")),
             )
             for (f in frames) FrameCodec.decode(FrameCodec.encode(f)) shouldBe f
         }
@@ -186,29 +188,37 @@ class HandshakeSpec : FunSpec({
 
         test("a QP count mismatch fails on both peers, each with its own sentence") {
             val (s, c) = connectedPair()
-            val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER, qps = 4)) } }, { client(c).use { it.handshake(hello(Role.CLIENT, qps = 2)) } })
+            // The same plan (steps 1 and 2 pass), hellos that disagree: the hellos' own check names it.
+            val plan = hello(Role.SERVER).plan
+            val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER, qps = 4, plan = plan)) } },
+                { client(c).use { it.handshake(hello(Role.CLIENT, qps = 2, plan = plan)) } })
             atServer.exceptionOrNull()!!.shouldBeInstanceOf<PeerException>().message shouldBe "remote has 2 QPs, this side 4"
             atClient.exceptionOrNull()!!.shouldBeInstanceOf<PeerException>().message shouldBe "remote has 4 QPs, this side 2"
         }
 
         test("the rejecting side also sends a failure frame before closing") {
             val (s, c) = connectedPair()
-            val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER, qps = 4)) } }, {
-                // A raw client: intro, hello with 2 QPs, then read what the server answers until it closes.
+            val plan = hello(Role.SERVER).plan
+            val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER, qps = 4, plan = plan)) } }, {
+                // A raw client: intro, an honest proof (no secret, the same plan), hello with 2 QPs, then read what the server answers until it closes.
                 val out = DataOutputStream(c.getOutputStream())
                 val input = DataInputStream(c.getInputStream())
+                val mine = introFor(hello(Role.CLIENT, qps = 2))
                 FrameCodec.writeMagic(out)
-                FrameCodec.write(out, introFor(hello(Role.CLIENT, qps = 2)))
+                FrameCodec.write(out, mine)
                 FrameCodec.readMagic(input, "magic")
-                val intro = FrameCodec.read(input, "intro")
-                FrameCodec.write(out, hello(Role.CLIENT, qps = 2))
+                val intro = FrameCodec.read(input, "intro") as Intro
+                FrameCodec.write(out, Proof(Handshake.secretProof(null, Role.CLIENT, mine.nonce, intro.nonce),
+                    Handshake.sectionProofs(null, Fingerprint.sections(plan), Role.CLIENT, mine.nonce, intro.nonce)))
+                val proof = FrameCodec.read(input, "proof")
+                FrameCodec.write(out, hello(Role.CLIENT, qps = 2, plan = plan))
                 val frames = generateSequence { runCatching { FrameCodec.read(input, "more") }.getOrNull() }.toList()
                 c.close()
-                listOf(intro::class) + frames
+                listOf(intro::class, proof::class) + frames
             })
             atServer.exceptionOrNull()!!.message shouldBe "remote has 2 QPs, this side 4"
             // One failure report, framed after the magic, after the server's hello.
-            atClient.getOrThrow() shouldBe listOf(Intro::class, hello(Role.SERVER, qps = 4), Failure("remote has 2 QPs, this side 4"))
+            atClient.getOrThrow() shouldBe listOf(Intro::class, Proof::class, hello(Role.SERVER, qps = 4, plan = plan), Failure("remote has 2 QPs, this side 4"))
         }
 
         test("a peer of another protocol version fails on both sides") {

@@ -1,16 +1,21 @@
 package dev.rdmarun.runtime;
 
+import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
+import java.security.spec.AlgorithmParameterSpec;
 import java.security.SecureRandom;
 import java.util.Arrays;
 import java.util.HexFormat;
+import javax.crypto.KDF;
+import javax.crypto.spec.HKDFParameterSpec;
 
 /**
  * The secret two peers share for the connection between their QPs on the software provider
  * (soft0): each soft0 TCP connection proves it (an HMAC challenge-response) before any of its
  * packets is accepted, and a QP accepts packets only from a connection that proved its own key.
- * It travels over the out-of-band exchange (the control connection, pingpong's exchange), never
- * over the fabric. Hardware has no such thing and ignores it: a RoCE fabric is trusted as a
+ * The peers derive it from a secret they share ({@link #derive}); where they share none (pingpong's
+ * exchange) it travels over the out-of-band exchange, never over the fabric. Hardware has no such
+ * thing and ignores it: a RoCE fabric is trusted as a
  * network is.
  */
 public final class FabricKey {
@@ -29,6 +34,22 @@ public final class FabricKey {
         byte[] b = new byte[LENGTH];
         RANDOM.nextBytes(b);
         return new FabricKey(b);
+    }
+
+    /**
+     * The key both peers derive, each on its own, from a secret they share and values of their
+     * exchange ({@code salt}: both sides' fresh nonces; {@code info}: what the key is for), with
+     * HKDF-SHA256 (RFC 5869): the key itself never travels, and an observer of the exchange
+     * cannot compute it without the secret.
+     */
+    public static FabricKey derive(byte[] secret, byte[] salt, byte[] info) {
+        try {
+            KDF hkdf = KDF.getInstance("HKDF-SHA256");
+            AlgorithmParameterSpec spec = HKDFParameterSpec.ofExtract().addIKM(secret).addSalt(salt).thenExpand(info, LENGTH);
+            return new FabricKey(hkdf.deriveData(spec));
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("HKDF-SHA256 is not available in this JDK", e);
+        }
     }
 
     /** The key these {@value #LENGTH} bytes (received from the peer) make. */

@@ -11,6 +11,8 @@ import com.github.ajalt.clikt.parameters.types.restrictTo
 import dev.rdmarun.runtime.Access
 import dev.rdmarun.runtime.CompletionQueue
 import dev.rdmarun.runtime.DeviceList
+import dev.rdmarun.dsl.ControlToken
+import dev.rdmarun.dsl.ScenarioException
 import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
 import dev.rdmarun.runtime.MemoryRegion
@@ -133,14 +135,16 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 }
                 val exchange = PingpongExchange(limits, interruption)
                 val server = host
-                val clientKey = if (ctx.isSoftware()) FabricKey.random() else null
+                // soft0: the key both derive from the client's nonce and the secret they share, never sent.
+                val secret = if (ctx.isSoftware()) softSecret() else null
+                val clientNonce = secret?.let { PingpongWire.nonce() }
                 val remote = when {
-                    server != null -> exchange.asClient(server, tcpPort, local, clientKey)
-                    ctx.isSoftware() -> exchange.asSoftServer(tcpPort, local) { r, key -> connect(r, key) }
+                    server != null -> exchange.asClient(server, tcpPort, local, clientNonce)
+                    secret != null -> exchange.asSoftServer(tcpPort, local) { r, nonce -> connect(r, PingpongWire.fabricKey(secret, nonce)) }
                     else -> exchange.asServer(tcpPort, local) { r -> connect(r, null) }
                 }
                 emit("  remote address: ${remote.describe()}")
-                if (server != null) connect(remote, clientKey)
+                if (server != null) connect(remote, clientNonce?.let { PingpongWire.fabricKey(secret!!, it) })
 
                 val sendFlags = SendFlags.SIGNALED or (if (qp.maxInlineData() >= size) SendFlags.INLINE else 0)
                 val allocatedBefore = if (debug) allocatedBytes() else 0L
@@ -238,6 +242,16 @@ class PingpongCommand : RdmaCommand("pingpong") {
     }
 
     /** Heap bytes this thread allocated so far (HotSpot's per-thread counter), or 0 where unsupported. */
+    /**
+     * The secret two soft0 pingpong peers derive their fabric key from: `$RDMA_RUN_TOKEN`, else the
+     * per-user secret (so two processes of one user, or hosts sharing the home directory, agree).
+     */
+    private fun softSecret(): ControlToken = try {
+        System.getenv(ScenarioCommand.TOKEN_ENV)?.takeIf { it.isNotEmpty() }?.let { ControlToken.of(it) } ?: ControlToken.userSecret()
+    } catch (e: ScenarioException) {
+        throw CommandFailure(e.message.orEmpty(), cause = e)
+    }
+
     private fun allocatedBytes(): Long =
         (java.lang.management.ManagementFactory.getThreadMXBean() as? com.sun.management.ThreadMXBean)
             ?.currentThreadAllocatedBytes ?: 0L

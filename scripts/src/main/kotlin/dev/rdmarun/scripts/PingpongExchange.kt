@@ -1,6 +1,5 @@
 package dev.rdmarun.scripts
 
-import dev.rdmarun.runtime.FabricKey
 import java.io.InputStream
 import java.net.ConnectException
 import java.net.InetAddress
@@ -47,19 +46,20 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
  * message goes out in one write and is read in full, since ibv_rc_pingpong reads it with one read().
  *
  * On the software provider (soft0) the peer is always rdma-run, and its QPs need a shared
- * [FabricKey]: the client sends a fresh one right after its address ([PingpongWire.encodeKey]), the
- * server reads it ([asSoftServer]) and both pass it to RTR. The hardware exchange is unchanged.
+ * [FabricKey]: the client sends a fresh nonce right after its address ([PingpongWire.encodeNonce]),
+ * the server reads it ([asSoftServer]) and both derive the key from it and their shared secret
+ * ([PingpongWire.fabricKey]). The hardware exchange is unchanged.
  */
 class PingpongExchange(private val limits: Limits, private val interruption: Interruption) {
 
     fun asServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest) -> Unit): PingpongDest =
-        serve(tcpPort, local, withKey = false) { remote, _ -> connect(remote) }
+        serve(tcpPort, local, withNonce = false) { remote, _ -> connect(remote) }
 
-    /** [asServer] for soft0: the client's fabric key follows its address; [connect] gets both. */
-    fun asSoftServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest, FabricKey) -> Unit): PingpongDest =
-        serve(tcpPort, local, withKey = true) { remote, key -> connect(remote, key!!) }
+    /** [asServer] for soft0: the client's nonce follows its address; [connect] gets both. */
+    fun asSoftServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest, ByteArray) -> Unit): PingpongDest =
+        serve(tcpPort, local, withNonce = true) { remote, nonce -> connect(remote, nonce!!) }
 
-    private fun serve(tcpPort: Int, local: PingpongDest, withKey: Boolean, connect: (PingpongDest, FabricKey?) -> Unit): PingpongDest {
+    private fun serve(tcpPort: Int, local: PingpongDest, withNonce: Boolean, connect: (PingpongDest, ByteArray?) -> Unit): PingpongDest {
         val server = try {
             ServerSocket().apply {
                 reuseAddress = true
@@ -82,11 +82,11 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
             interruption.blockingOn(socket) { s ->
                 s.tcpNoDelay = true
                 val remote = PingpongWire.decode(readExactly(s, PingpongWire.MESSAGE_SIZE, "reading the client's address"))
-                val key = if (withKey) {
-                    PingpongWire.decodeKey(readExactly(s, PingpongWire.KEY_SIZE,
-                        "reading the client's soft0 fabric key (a soft0 peer must be rdma-run pingpong on soft0)"))
+                val nonce = if (withNonce) {
+                    PingpongWire.decodeNonce(readExactly(s, PingpongWire.NONCE_SIZE,
+                        "reading the client's soft0 nonce (a soft0 peer must be rdma-run pingpong on soft0)"))
                 } else null
-                connect(remote, key)
+                connect(remote, nonce)
                 s.getOutputStream().write(PingpongWire.encode(local))
                 PingpongWire.checkDone(readExactly(s, PingpongWire.DONE_SIZE, "waiting for the client's \"done\""))
                 remote
@@ -94,14 +94,14 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
         }
     }
 
-    /** The client's side; with [key] (soft0) the key follows the address, in the same write. */
-    fun asClient(host: String, tcpPort: Int, local: PingpongDest, key: FabricKey? = null): PingpongDest {
+    /** The client's side; with [nonce] (soft0) the nonce follows the address, in the same write. */
+    fun asClient(host: String, tcpPort: Int, local: PingpongDest, nonce: ByteArray? = null): PingpongDest {
         val socket = connect(host, tcpPort)
         return socket.use {
             interruption.blockingOn(socket) { s ->
                 s.tcpNoDelay = true
                 val address = PingpongWire.encode(local)
-                s.getOutputStream().write(if (key == null) address else address + PingpongWire.encodeKey(key))
+                s.getOutputStream().write(if (nonce == null) address else address + PingpongWire.encodeNonce(nonce))
                 val remote = PingpongWire.decode(readExactly(s, PingpongWire.MESSAGE_SIZE, "reading the server's address"))
                 s.getOutputStream().write(PingpongWire.done())
                 remote

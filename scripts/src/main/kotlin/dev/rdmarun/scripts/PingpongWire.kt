@@ -1,5 +1,6 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
 
@@ -60,26 +61,39 @@ object PingpongWire {
         return PingpongDest(lid.toInt(16), qpNum, psn.toInt(16), Gid.parseHex(gid))
     }
 
-    /** sizeof the soft0 key message: 64 hex digits and a NUL (soft0 only; see [encodeKey]). */
-    const val KEY_SIZE = 2 * FabricKey.LENGTH + 1
+    /** Bytes of the soft0 nonce the client sends ([encodeNonce]). */
+    const val NONCE_BYTES = 32
+
+    /** sizeof the soft0 nonce message: 64 hex digits and a NUL (soft0 only; see [encodeNonce]). */
+    const val NONCE_SIZE = 2 * NONCE_BYTES + 1
+
+    /** A fresh nonce for [encodeNonce]. */
+    fun nonce(): ByteArray = ByteArray(NONCE_BYTES).also { java.security.SecureRandom().nextBytes(it) }
 
     /**
-     * soft0's addition to the exchange: the client's fabric key as 64 lowercase hex digits and a
-     * NUL, right after its address. Never sent to or expected from ibv_rc_pingpong (it has no soft0).
+     * soft0's addition to the exchange: a fresh nonce of the client's as 64 lowercase hex digits
+     * and a NUL, right after its address. Both sides derive the QPs' fabric key from it and the
+     * secret they share ([fabricKey]); the key itself never travels. Never sent to or expected from
+     * ibv_rc_pingpong (it has no soft0).
      */
-    fun encodeKey(key: FabricKey): ByteArray = (key.toHex() + "\u0000").toByteArray(Charsets.US_ASCII)
+    fun encodeNonce(nonce: ByteArray): ByteArray {
+        require(nonce.size == NONCE_BYTES) { "a nonce has $NONCE_BYTES bytes" }
+        return (java.util.HexFormat.of().formatHex(nonce) + "\u0000").toByteArray(Charsets.US_ASCII)
+    }
 
-    /** Strict: exactly 64 lowercase hex digits and the NUL. The key itself never appears in a message. */
-    fun decodeKey(message: ByteArray): FabricKey {
-        val text = if (message.size == KEY_SIZE && message.last() == 0.toByte() && message.all { it >= 0 })
-            String(message, 0, KEY_SIZE - 1, Charsets.US_ASCII) else null
-        return try {
-            FabricKey.parseHex(text)
-        } catch (_: IllegalArgumentException) {
-            throw WireFormatException("the peer's soft0 fabric key is not 64 lowercase hex digits and a NUL" +
+    /** Strict: exactly 64 lowercase hex digits and the NUL. */
+    fun decodeNonce(message: ByteArray): ByteArray {
+        val text = if (message.size == NONCE_SIZE && message.last() == 0.toByte() && message.all { it >= 0 })
+            String(message, 0, NONCE_SIZE - 1, Charsets.US_ASCII) else null
+        if (text == null || !text.all { it in '0'..'9' || it in 'a'..'f' }) {
+            throw WireFormatException("the peer's soft0 nonce is not 64 lowercase hex digits and a NUL" +
                 " (is it rdma-run pingpong on soft0?)")
         }
+        return java.util.HexFormat.of().parseHex(text)
     }
+
+    /** The fabric key both soft0 peers derive from their shared [secret] and the client's [nonce]. */
+    fun fabricKey(secret: ControlToken, nonce: ByteArray): FabricKey = secret.fabricKey(nonce, "rdma-run pingpong soft0 fabric key")
 
     fun done(): ByteArray = DONE.clone()
 

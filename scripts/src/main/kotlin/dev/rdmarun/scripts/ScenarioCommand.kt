@@ -55,10 +55,13 @@ import kotlin.time.Duration
  * runs both in this JVM), local device choices, `--set` parameters and `--timeout`. Prints each
  * scenario's results table, a live progress line on a terminal, and with `--json` the numbers.
  *
- * `--token TEXT` (default: `$RDMA_RUN_TOKEN`) is the control connection's shared secret: each
- * side proves it knows it (HMAC-SHA256 over fresh nonces) before the other sends its QPs, buffers
- * and rkeys; a server started with `--listen` ignores (closes and counts) connections that fail
- * the handshake and keeps waiting for its client until the timeout. The token is never printed.
+ * The control connection's shared secret is `--token TEXT` (default: `$RDMA_RUN_TOKEN`), else the
+ * per-user secret (`~/.config/rdma-run/secret`, created on first use, mode 0600), else nothing
+ * with `--no-token`: each side proves it knows the secret and the scenario (HMAC-SHA256 over fresh
+ * nonces) before the other sends its QPs, buffers and rkeys, and soft0's key is derived from it; a
+ * server started with `--listen` ignores (closes and counts) connections that fail the handshake
+ * and keeps waiting for its client until the timeout. `--loopback` uses a fresh random secret
+ * unless one is given. The secret is never printed.
  *
  * Exit status: 0 success; 1 the run failed (cause and hint on stderr; what the script's own code
  * threw as `script failed at FILE:LINE: Type: message`); 2 the script does not compile
@@ -120,8 +123,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         .convert { text -> usage { parseTimeout(text) } }
     private val token by option("--token", metavar = "TEXT", envvar = TOKEN_ENV,
         help = "Shared secret of the control connection: each side proves it knows it before the other sends its QPs, " +
-            "buffers and rkeys; both sides must give the same one (default: \$$TOKEN_ENV, else none)")
+            "buffers and rkeys; both sides must give the same one (default: \$$TOKEN_ENV, else the per-user secret " +
+            "~/.config/rdma-run/secret, made on first use: copy it to hosts that do not share the home directory)")
         .convert { text -> usage { ControlToken.of(text) } }
+    private val noToken by option("--no-token",
+        help = "No shared secret: whoever knows the script and its parameters can be the peer, and an observer of the " +
+            "control connection can read and write soft0 memory (as with perftest's exchange); for closed test networks only")
+        .flag()
     private val check by option("--check",
         help = "Only compile the script and run it up to connect(peer): validate the settings and print what connect would create; touches no device. " +
             "The script's top-level code (and its rdma { } block up to connect) does run: check only scripts you would run")
@@ -156,7 +164,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             parameters = given,
             overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
             scenarioSource = source, // both peers must run the same script: its digest is in the fingerprint
-            token = token,
+            token = secret(),
         )
         val chosen = mode
         val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
@@ -172,7 +180,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 runLabel = label
                 when {
                     check -> check(host, compiled, run)
-                    chosen == Mode.Loopback -> loopback(host, compiled, run.copy(peer = null))
+                    // Both sides in this JVM: a fresh secret no other process can know, unless one was given.
+                    chosen == Mode.Loopback -> loopback(host, compiled, run.copy(peer = null, token = run.token ?: ControlToken.random()))
                     else -> oneSide(host, compiled, run)
                 }
             }
@@ -182,6 +191,14 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         } finally {
             if (!check) writeOutputs(start)
         }
+    }
+
+    /** `--token`, `--no-token`, or null for the per-user secret (the DSL's default). */
+    private fun secret(): ControlToken? {
+        if (noToken && token != null) {
+            throw UsageError("--no-token and --token (or \$$TOKEN_ENV) contradict each other: give one of them")
+        }
+        return if (noToken) ControlToken.none() else token
     }
 
     /** The `-a` size of the scenario running now (labels its results). */

@@ -35,17 +35,17 @@ class PingpongExchangeSpec : FunSpec({
         server.get(10, TimeUnit.SECONDS) shouldBe clientDest
     }
 
-    test("on soft0 the client's fabric key follows its address and the server connects with it") {
+    test("on soft0 the client's nonce follows its address and the server connects with it") {
         val port = freePort()
-        val key = FabricKey.random()
-        val got = CompletableFuture<FabricKey>()
-        val server = async { exchange().asSoftServer(port, serverDest) { remote, k -> remote shouldBe clientDest; got.complete(k) } }
-        exchange().asClient("127.0.0.1", port, clientDest, key) shouldBe serverDest
+        val nonce = PingpongWire.nonce()
+        val got = CompletableFuture<ByteArray>()
+        val server = async { exchange().asSoftServer(port, serverDest) { remote, n -> remote shouldBe clientDest; got.complete(n) } }
+        exchange().asClient("127.0.0.1", port, clientDest, nonce) shouldBe serverDest
         server.get(10, TimeUnit.SECONDS) shouldBe clientDest
-        got.get() shouldBe key
+        got.get().toList() shouldBe nonce.toList()
     }
 
-    test("a soft0 server refuses a client without a valid key, and never connects") {
+    test("a soft0 server refuses a client without a valid nonce, and never connects") {
         val port = freePort()
         val connected = AtomicBoolean(false)
         val server = async { runCatching { exchange().asSoftServer(port, serverDest) { _, _ -> connected.set(true) } } }
@@ -53,7 +53,7 @@ class PingpongExchangeSpec : FunSpec({
             s.getOutputStream().write(PingpongWire.encode(clientDest) + wire("Z".repeat(64) + "\u0000"))
             s.getInputStream().readAllBytes().size shouldBe 0 // no address in return
         }
-        server.get(10, TimeUnit.SECONDS).exceptionOrNull()!!.message shouldContain "fabric key is not 64 lowercase hex digits"
+        server.get(10, TimeUnit.SECONDS).exceptionOrNull()!!.message shouldContain "soft0 nonce is not 64 lowercase hex digits"
         connected.get() shouldBe false
     }
 

@@ -51,16 +51,21 @@ class PingpongWireSpec : FunSpec({
         shouldThrow<WireFormatException> { PingpongWire.decode(high) }.message shouldContain "\\xb0"
     }
 
-    test("soft0's fabric key: 64 lowercase hex digits and a NUL, read back strictly") {
-        val key = FabricKey.random()
-        val bytes = PingpongWire.encodeKey(key)
-        bytes.size shouldBe PingpongWire.KEY_SIZE
-        PingpongWire.decodeKey(bytes) shouldBe key
-        for (bad in listOf(key.toHex().uppercase() + "\u0000", key.toHex() + "0", key.toHex().drop(1) + "\u0000\u0000",
-                "g" + key.toHex().drop(1) + "\u0000")) {
-            shouldThrow<WireFormatException> { PingpongWire.decodeKey(bad.toByteArray(Charsets.US_ASCII)) }
+    test("soft0's nonce: 64 lowercase hex digits and a NUL, read back strictly; the key derived from it is the same on both sides and never on the wire") {
+        val nonce = PingpongWire.nonce()
+        val bytes = PingpongWire.encodeNonce(nonce)
+        bytes.size shouldBe PingpongWire.NONCE_SIZE
+        PingpongWire.decodeNonce(bytes).toList() shouldBe nonce.toList()
+        val hex = java.util.HexFormat.of().formatHex(nonce)
+        for (bad in listOf(hex.uppercase() + "\u0000", hex + "0", hex.drop(1) + "\u0000\u0000", "g" + hex.drop(1) + "\u0000")) {
+            shouldThrow<WireFormatException> { PingpongWire.decodeNonce(bad.toByteArray(Charsets.US_ASCII)) }
                 .message shouldContain "64 lowercase hex digits"
         }
+        val secret = dev.rdmarun.dsl.ControlToken.of("shared")
+        val key = PingpongWire.fabricKey(secret, PingpongWire.decodeNonce(bytes))
+        key shouldBe PingpongWire.fabricKey(dev.rdmarun.dsl.ControlToken.of("shared"), nonce)
+        (key == PingpongWire.fabricKey(dev.rdmarun.dsl.ControlToken.of("other"), nonce)) shouldBe false
+        String(bytes, Charsets.US_ASCII).contains(key.toHex()) shouldBe false
     }
 
     test("the client's done is \"done\" and its NUL, nothing else") {

@@ -280,7 +280,7 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldNotContain "the operations ran"
     }
 
-    test("two sides running different script texts are told so before anything runs") {
+    test("two sides running different script texts are told so before anything runs, both at once, each naming the difference") {
         val port = java.net.ServerSocket(0).use { it.localPort }
         val a = script("a.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { connect(peer); barrier() }\n")
         val b = script("b.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { connect(peer); barrier() } // another script\n")
@@ -288,16 +288,48 @@ class ScenarioCommandSpec : FunSpec({
         run(a.path, "--check").statusCode shouldBe 0
         run(b.path, "--check").statusCode shouldBe 0
         var atServer: CliktCommandTestResult? = null
-        val server = Thread.ofPlatform().start { atServer = run(a.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "5s") }
+        // A wait of two minutes: the server's sentence comes from the refusal, not from its deadline.
+        val server = Thread.ofPlatform().start { atServer = run(a.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "2m") }
         val client = run(b.path, "--peer", "127.0.0.1:$port", "-d", SOFT0, "--timeout", "20s")
         server.join()
         client.statusCode shouldBe 1
-        client.stderr shouldContain "the server at 127.0.0.1:$port runs a different scenario (plan "
-        client.stderr shouldContain "): the scripts differ"
-        // The server took the client for a stray: it kept waiting, then said so.
+        client.stderr shouldContain "the server at 127.0.0.1:$port runs a different scenario: the scripts differ (SHA-256 "
+        client.stderr shouldContain " on the server)"
         atServer!!.statusCode shouldBe 1
-        atServer!!.stderr shouldContain "no client completed the hello on TCP port $port within 5s; closed 1 stray connection that did not complete the hello " +
-            "(the last: the client at 127.0.0.1:"
+        atServer!!.stderr shouldContain "the client at 127.0.0.1:"
+        atServer!!.stderr shouldContain "runs a different scenario: the scripts differ (SHA-256 "
+        atServer!!.stderr shouldNotContain "no client completed the hello"
+    }
+
+    test("a --set mismatch names the parameter on both sides at once") {
+        val port = ServerSocket(0).use { it.localPort }
+        run(parameterized.path, "--check").statusCode shouldBe 0
+        var atServer: CliktCommandTestResult? = null
+        val server = Thread.ofPlatform().start {
+            atServer = run(parameterized.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "2m", "--set", "note=a")
+        }
+        val client = run(parameterized.path, "--peer", "127.0.0.1:$port", "-d", SOFT0, "--timeout", "20s", "--set", "note=b")
+        server.join()
+        client.statusCode shouldBe 1
+        errors(client) shouldBe "rdma-run params.main.kts: the server at 127.0.0.1:$port runs a different scenario: --set note is b here and a on the server"
+        atServer!!.statusCode shouldBe 1
+        atServer!!.stderr shouldContain "runs a different scenario: --set note is a here and b on the client"
+    }
+
+    test("--no-token on one side only is refused with one sentence; with --token it is a usage error") {
+        val port = ServerSocket(0).use { it.localPort }
+        run(parameterized.path, "--check").statusCode shouldBe 0
+        var atServer: CliktCommandTestResult? = null
+        val server = Thread.ofPlatform().start { atServer = run(parameterized.path, "--listen", port.toString(), "-d", SOFT0, "--timeout", "5s") }
+        val client = run(parameterized.path, "--peer", "127.0.0.1:$port", "-d", SOFT0, "--timeout", "20s", "--no-token")
+        server.join()
+        client.statusCode shouldBe 1
+        errors(client) shouldBe "rdma-run params.main.kts: the server at 127.0.0.1:$port uses its per-user secret and this side runs without one " +
+            "(--no-token): give both sides the same secret, or --no-token to both"
+        atServer!!.statusCode shouldBe 1
+        val both = run(parameterized.path, "--check", "--no-token", "--token", "x")
+        both.statusCode shouldBe 1
+        both.stderr shouldContain "--no-token and --token (or \$RDMA_RUN_TOKEN) contradict each other: give one of them"
     }
 
     test("a bad -g on the server is reported at once, before any client connects") {
