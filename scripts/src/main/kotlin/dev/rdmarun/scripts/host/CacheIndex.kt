@@ -32,7 +32,8 @@ import javax.crypto.spec.SecretKeySpec
  * atomic rename), so they see one version or the next. Writers take `index.lock` (a file lock,
  * between processes) and a lock within the JVM, so that concurrent compiles of different scripts
  * keep each other's entries. An index that cannot be read or parsed is empty: every jar is then
- * compiled again and the index rewritten.
+ * compiled again and the index rewritten. [secret] defaults to the folder's own key (tests plant
+ * entries so); the host passes the one [PrivateCache.open] checked.
  */
 internal class CacheIndex(private val dir: File, private val secret: ByteArray = PrivateCache.loadKey(dir.toPath())) {
     class Entry(val scriptSha256: String, val classpathSha256: String, val jarSha256: String)

@@ -66,7 +66,7 @@ class CompiledScenario(val script: CompiledScript, val fromCache: Boolean, val c
  * entry with a valid MAC, is compiled again and replaced.
  *
  * @param cacheDir where compiled scripts go; null disables the cache (tests).
- * @param note how the host tells the user something (a cache folder it will not use; with [debug], more).
+ * @param note how the host tells the user something (a cache folder it will not use or had to empty; with [debug], more).
  */
 class ScenarioScriptHost(private val cacheDir: File?, private val note: (String) -> Unit = {}) {
     /** Say why a cache entry was not used (a jar that does not match its index entry, say). */
