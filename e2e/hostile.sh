@@ -26,7 +26,8 @@ GUARDED="$root/e2e/hostile/guarded.main.kts"
 CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_drip_client control_scan_and_stray
        control_token peer_text_escaped soft0_message_too_long bad_gid_before_client
        script_empty script_no_rdma script_binary script_not_utf8 script_many_errors script_exception script_system_exit
-       script_busy_interrupted cache_planted_jar control_echo_intro control_replay soft0_observer)
+       script_busy_interrupted cache_planted_jar cache_open_folder cache_scripts_link
+       control_echo_intro control_replay soft0_observer)
 
 # The TCP ports JVM pid $1 listens on, one per line.
 listening_ports() {
@@ -504,6 +505,91 @@ case_cache_planted_jar() {
   expect_log good2 GOOD || ok=1
   expect_no_log good2 PLANTED || ok=1
   [ "$(stat -c %a "$case_dir/cache/scripts")" = 700 ] || { why="${why:+$why; }the cache folder is not 0700"; ok=1; }
+  return $ok
+}
+
+# cache_attack_scripts: good.main.kts (prints GOOD) and evil.main.kts (prints PLANTED and writes
+# $case_dir/marker), each compiled into a cache of its own ($case_dir/victim, $case_dir/attacker).
+# Sets good_key (the good script's cache key) and evil_jar, and copies the victim's index to
+# $case_dir/victim-index (to forge from); the marker of evil's own run is removed.
+cache_attack_scripts() {
+  echo 'println("GOOD")' >"$case_dir/good.main.kts"
+  printf 'java.io.File("%s").writeText("planted")\nprintln("PLANTED")\n' "$case_dir/marker" >"$case_dir/evil.main.kts"
+  RDMA_RUN_CACHE="$case_dir/victim" run good1 "$RDMA_RUN" "$case_dir/good.main.kts" --check --debug
+  RDMA_RUN_CACHE="$case_dir/attacker" run evil1 "$RDMA_RUN" "$case_dir/evil.main.kts" --check --debug
+  rm -f "$case_dir/marker"
+  cp "$case_dir/victim/scripts/index" "$case_dir/victim-index" || { why="the victim's cache has no index"; return 1; }
+  good_key=$(sed -n 's/.*cached as .*\/\([0-9a-f]*\)\.jar$/\1/p' "$case_dir/good1.log")
+  evil_jar=$(sed -n 's/.*cached as \(.*\.jar\)$/\1/p' "$case_dir/evil1.log")
+  if [ -z "$good_key" ] || [ ! -f "$evil_jar" ]; then
+    why="the cache entries were not found in the --debug output"
+    return 1
+  fi
+}
+
+# plant_entry DIR: what the attacker leaves in folder DIR: evil_jar as the good script's jar and
+# the victim's index with that line's jar digest changed; its MAC (a v2 index has one) made with
+# a key of the attacker's, as the user's key (0600) cannot be read. As root, owned by uid 65534.
+plant_entry() {
+  local dir=$1
+  rm -f "$dir/$good_key.jar" "$dir/index"
+  cp "$evil_jar" "$dir/$good_key.jar"
+  python3 - "$case_dir/victim-index" "$good_key" "$evil_jar" >"$dir/index" <<'PY'
+import hashlib, hmac, os, sys
+index, key, jar = sys.argv[1:]
+digest = hashlib.sha256(open(jar, "rb").read()).hexdigest()
+lines = open(index).read().splitlines()
+for i, line in enumerate(lines[1:], 1):
+    f = line.split(" ")
+    if f[0] == key:
+        f[3] = digest
+        if len(f) == 5:
+            f[4] = hmac.new(os.urandom(32), " ".join(f[:4]).encode(), hashlib.sha256).hexdigest()
+        lines[i] = " ".join(f)
+print("\n".join(lines))
+PY
+  grep -q "^$good_key " "$dir/index" || { why="no forged index line for $good_key"; return 1; }
+  [ "$(id -u)" != 0 ] || chown 65534 "$dir/$good_key.jar" "$dir/index"
+}
+
+# The good script ran from cache CACHE ($1, the name of the run $2), the planted code did not (it
+# exits 2 as it has no rdma { } block: only its output counts).
+expect_good_not_planted() {
+  local ok=0
+  RDMA_RUN_CACHE=$1 run "$2" "$RDMA_RUN" "$case_dir/good.main.kts" --check --debug
+  expect_log "$2" GOOD || ok=1
+  expect_no_log "$2" PLANTED || ok=1
+  if [ -e "$case_dir/marker" ]; then why="${why:+$why; }the planted jar ran (it wrote $case_dir/marker)"; ok=1; fi
+  return $ok
+}
+
+# Issue 18: a jar and a forged index line planted by another user while the cache folder was 0777
+# never run: the folder is emptied and made again (0700, only the user's files), not re-moded.
+case_cache_open_folder() {
+  local ok=0 dir="$case_dir/victim/scripts"
+  cache_attack_scripts || return 1
+  chmod 777 "$dir"
+  plant_entry "$dir" || return 1
+  expect_good_not_planted "$case_dir/victim" good2 || ok=1
+  expect_log good2 "emptied the compiled-script cache $dir, which cannot be trusted: it is writable by others (mode 0777)" || ok=1
+  [ "$(stat -c %a "$dir")" = 700 ] || { why="${why:+$why; }the cache folder is not 0700"; ok=1; }
+  if [ -n "$(find "$dir" ! -uid "$(id -u)" -print -quit)" ]; then why="${why:+$why; }another user's file is left in $dir"; ok=1; fi
+  return $ok
+}
+
+# Issue 18: a cache folder of another user whose scripts entry links to a world-writable folder
+# (1777, as /tmp) is not used: the link is not followed, the folder keeps its mode, its jar never runs.
+case_cache_scripts_link() {
+  local ok=0 open="$case_dir/open" theirs="$case_dir/theirs"
+  cache_attack_scripts || return 1
+  mkdir -p "$open" "$theirs"
+  chmod 1777 "$open"
+  plant_entry "$open" || return 1
+  ln -s "$open" "$theirs/scripts"
+  [ "$(id -u)" != 0 ] || chown -h 65534 "$theirs" "$theirs/scripts"
+  expect_good_not_planted "$theirs" good2 || ok=1
+  expect_log good2 "not using the compiled-script cache $theirs/scripts" || ok=1
+  [ "$(stat -c %a "$open")" = 1777 ] || { why="${why:+$why; }the link's target $open was chmod-ed to $(stat -c %a "$open")"; ok=1; }
   return $ok
 }
 

@@ -1,14 +1,11 @@
 package dev.rdmarun.scripts.host
 
 import java.io.File
-import java.io.IOException
 import java.nio.ByteBuffer
 import java.nio.CharBuffer
 import java.nio.charset.CodingErrorAction
-import java.nio.file.FileAlreadyExistsException
-import java.nio.file.attribute.PosixFileAttributeView
-import java.nio.file.attribute.PosixFilePermissions
 import java.nio.file.Files
+import java.nio.file.LinkOption.NOFOLLOW_LINKS
 import java.nio.file.Path
 import java.security.MessageDigest
 import kotlin.io.path.isDirectory
@@ -61,13 +58,15 @@ class CompiledScenario(val script: CompiledScript, val fromCache: Boolean, val c
  * rebuilt DSL never meets a stale script, and a repeated run skips the compiler entirely.
  *
  * A cached jar is code that runs as the user, so it is loaded only when it is the one this host
- * stored for that script: the cache folder is private (mode 0700, the user's own; one that is
- * not is used only after its mode is fixed, or not at all), and [CacheIndex] records the SHA-256
- * of each jar with the script text and classpath it was compiled from. A jar whose digest does
- * not match its entry, or has none, is compiled again and replaced.
+ * stored for that script: the cache folder and its files are the user's own and writable by no
+ * one else, and no link in it is followed ([PrivateCache]: a folder that was open to others is
+ * emptied and made again, one of another user or a link is not used), and [CacheIndex] records
+ * the SHA-256 of each jar with the script text and classpath it was compiled from, under a MAC
+ * keyed by the user's secret key. A jar whose digest does not match its entry, or that has no
+ * entry with a valid MAC, is compiled again and replaced.
  *
  * @param cacheDir where compiled scripts go; null disables the cache (tests).
- * @param note how the host tells the user something (a cache folder it will not use; with [debug], more).
+ * @param note how the host tells the user something (a cache folder it will not use or had to empty; with [debug], more).
  */
 class ScenarioScriptHost(private val cacheDir: File?, private val note: (String) -> Unit = {}) {
     /** Say why a cache entry was not used (a jar that does not match its index entry, say). */
@@ -75,7 +74,14 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
     var debug = false
 
     /** The cache folder once it is known to be private, or null (none, or refused); checked at the first compile. */
-    private val usableCacheDir: File? by lazy { cacheDir?.let(::privateCacheDir) }
+    private val usableCache: PrivateCache? by lazy {
+        try {
+            cacheDir?.let { PrivateCache.open(it.toPath(), note) }
+        } catch (e: Exception) {
+            prepareError = e // a read-only place: no cache, which only costs the compile
+            null
+        }
+    }
 
     /** Why the cache folder could not be made (a store that could not happen): reported as [CompiledScenario.storeError]. */
     @Volatile
@@ -97,10 +103,10 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
      */
     private inner class VerifiedCache : CompiledJvmScriptsCache {
         override fun get(script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration): CompiledScript? {
-            val dir = usableCacheDir
+            val cache = usableCache
             val key = cacheKey(script)
-            val jar = dir?.let { File(it, "$key.jar") }
-            val found = if (dir == null) null else verifiedJar(dir, key, script.text)?.loadScriptFromJar()
+            val jar = cache?.let { File(it.dir.toFile(), "$key.jar") }
+            val found = if (cache == null) null else verifiedJar(cache, key, script.text)?.loadScriptFromJar()
             outcome?.let {
                 it.jar = jar
                 it.hit = found != null
@@ -110,13 +116,13 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
         }
 
         override fun store(compiledScript: CompiledScript, script: SourceCode, scriptCompilationConfiguration: ScriptCompilationConfiguration) {
-            val dir = usableCacheDir
-            if (dir == null) {
+            val cache = usableCache
+            if (cache == null) {
                 outcome?.storeError = prepareError
                 return
             }
             try {
-                CacheIndex(dir).store(cacheKey(script), script.text, classpathDigest) { temp ->
+                CacheIndex(cache.dir.toFile(), cache.secret).store(cacheKey(script), script.text, classpathDigest) { temp ->
                     (compiledScript as KJvmCompiledScript).saveToJar(temp)
                 }
             } catch (e: Exception) {
@@ -126,64 +132,21 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
     }
 
     /** The cached jar of [key] if the index says it is the one compiled from [text] on this classpath; else null (and why, under debug). */
-    private fun verifiedJar(dir: File, key: String, text: String): File? {
-        val jar = File(dir, "$key.jar")
-        if (!jar.isFile) return null
-        val entry = CacheIndex(dir).read()[key]
+    private fun verifiedJar(cache: PrivateCache, key: String, text: String): File? {
+        val jar = cache.dir.resolve("$key.jar")
+        if (!Files.isRegularFile(jar, NOFOLLOW_LINKS)) return null
+        val index = CacheIndex(cache.dir.toFile(), cache.secret)
+        val entry = index.read()[key]
         val problem = when {
+            entry == null && index.forged(key) -> "has an entry in the cache index without a valid MAC (not written by this user's rdma-run)"
             entry == null -> "has no entry in the cache index"
             entry.scriptSha256 != sha256(text.toByteArray()) || entry.classpathSha256 != classpathDigest -> "was compiled from another script or classpath"
-            entry.jarSha256 != runCatching { sha256(Files.readAllBytes(jar.toPath())) }.getOrNull() -> "does not match its digest in the cache index"
-            else -> return jar
+            entry.jarSha256 != runCatching { sha256(Files.newInputStream(jar, NOFOLLOW_LINKS).use { it.readAllBytes() }) }.getOrNull() ->
+                "does not match its digest in the cache index"
+            else -> return jar.toFile()
         }
         if (debug) note("the cached $jar $problem: compiling the script again and replacing it")
         return null
-    }
-
-    /**
-     * [dir], created private (0700, with the parents this makes), or made private if it is ours;
-     * null, with a sentence, if it belongs to someone else or cannot be made private.
-     */
-    private fun privateCacheDir(dir: File): File? {
-        val path = dir.toPath().toAbsolutePath()
-        try {
-            val missing = generateSequence(path) { it.parent }.takeWhile { !Files.exists(it) }.toList().asReversed()
-            for (p in missing) {
-                try {
-                    Files.createDirectory(p, PosixFilePermissions.asFileAttribute(PRIVATE))
-                    Files.setPosixFilePermissions(p, PRIVATE) // the umask may have taken bits away; never adds any
-                } catch (_: FileAlreadyExistsException) {
-                    // another rdma-run made it meanwhile: checked below like any existing folder
-                }
-            }
-        } catch (e: Exception) {
-            prepareError = e // a read-only place: no cache, which only costs the compile
-            return null
-        }
-        if (!Files.isDirectory(path)) {
-            prepareError = IOException("$path is not a folder")
-            return null
-        }
-        val view = Files.getFileAttributeView(path, PosixFileAttributeView::class.java) ?: return dir // no POSIX modes to check
-        val owner = runCatching { Files.getAttribute(path, "unix:uid") as Int }.getOrNull()
-        val me = runCatching { Files.getAttribute(Path.of("/proc/self"), "unix:uid") as Int }.getOrNull()
-        val ours = if (owner != null && me != null) owner == me else view.owner.name == System.getProperty("user.name")
-        if (!ours) {
-            note("not using the compiled-script cache $path: it belongs to another user (uid ${owner ?: view.owner.name}); the script is compiled every time")
-            return null
-        }
-        val mode = view.readAttributes().permissions()
-        if (mode != PRIVATE) {
-            try {
-                view.setPermissions(PRIVATE)
-                if (debug) note("made the compiled-script cache $path private (mode 0700; it was ${PosixFilePermissions.toString(mode)})")
-            } catch (e: IOException) {
-                note("not using the compiled-script cache $path: its mode is ${PosixFilePermissions.toString(mode)} and cannot be made 0700 ($e); " +
-                    "the script is compiled every time")
-                return null
-            }
-        }
-        return dir
     }
 
     private val hostConfiguration = ScriptingHostConfiguration(defaultJvmScriptingHostConfiguration) {
@@ -233,8 +196,6 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
     }
 
     companion object {
-        private val PRIVATE = PosixFilePermissions.fromString("rwx------")
-
         /**
          * Throws [NotAScriptException] for a file the compiler would answer with an error per byte:
          * one with NUL bytes (a binary) or that is not UTF-8.

@@ -6,9 +6,12 @@ import io.kotest.matchers.collections.shouldHaveSize
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.shouldNotBe
 import io.kotest.matchers.string.shouldContain
+import io.kotest.matchers.string.shouldEndWith
 import io.kotest.matchers.string.shouldMatch
+import io.kotest.matchers.string.shouldStartWith
 import java.io.File
 import java.nio.file.Files
+import java.nio.file.LinkOption
 import java.nio.file.Path
 import java.nio.file.attribute.PosixFilePermissions
 import java.util.concurrent.Executors
@@ -151,17 +154,107 @@ class ScenarioScriptHostSpec : FunSpec({
         ScenarioScriptHost(own).compile(good).fromCache shouldBe true
     }
 
-    test("the cache folder and the parents it makes are private (0700); an existing one is made private") {
+    test("the cache folder and the parents it makes are private (0700), its key 0600") {
         val base = File(dir, "mode/a/b")
         val own = File(base, "scripts")
         ScenarioScriptHost(own).compile(marker("mode.main.kts", "m"))
-        for (d in listOf(File(dir, "mode"), File(dir, "mode/a"), base, own)) {
-            PosixFilePermissions.toString(Files.getPosixFilePermissions(d.toPath())) shouldBe "rwx------"
+        for (d in listOf(File(dir, "mode"), File(dir, "mode/a"), base, own)) mode(d) shouldBe "rwx------"
+        mode(File(own, "key")) shouldBe "rw-------"
+        File(own, "key").length() shouldBe 32L
+    }
+
+    // The attacks of issue 18: someone else's jar, with an index line for it, where the user's cache looks.
+
+    /**
+     * Plants [evil]'s compiled jar under [good]'s cache key in [target], with the index line an
+     * attacker can write: the right digests, signed (if at all) with the attacker's own key, not
+     * the user's. Owned by [uid] when given (another user, simulated as root).
+     */
+    fun plant(target: File, good: File, evil: File, uid: Int? = null) {
+        val attacker = File(dir, "attacker-${target.name}")
+        val evilJar = ScenarioScriptHost(attacker).compile(evil).cacheJar!!
+        val key = ScenarioScriptHost.cacheKey(good.toScriptSource())
+        CacheIndex(attacker).store(key, good.readText(), ScenarioScriptHost.classpathDigest) { evilJar.copyTo(it, overwrite = true) }
+        for (name in listOf("$key.jar", "index")) {
+            val planted = File(attacker, name).copyTo(File(target, name), overwrite = true)
+            uid?.let { Files.setAttribute(planted.toPath(), "unix:uid", it) }
         }
-        val open = File(dir, "open-cache").apply { mkdirs() }
-        Files.setPosixFilePermissions(open.toPath(), PosixFilePermissions.fromString("rwxrwxrwx"))
-        ScenarioScriptHost(open).compile(marker("mode.main.kts", "m")).cacheJar shouldNotBe null
-        PosixFilePermissions.toString(Files.getPosixFilePermissions(open.toPath())) shouldBe "rwx------"
+    }
+
+    /** Runs [compiled] with a fresh output file and returns what it wrote: "good " when the real script ran, and only it. */
+    fun ranAs(compiled: CompiledScenario, name: String): String {
+        val out = File(dir, "$name.out").apply { delete() }
+        ScenarioScriptHost(null).run(compiled.script, arrayOf(out.path))
+        return out.readText()
+    }
+
+    test("a jar and index line planted while the folder was 0777 never run: the folder is emptied and made again") {
+        val own = File(dir, "open-cache")
+        val good = marker("open-good.main.kts", "good ")
+        ScenarioScriptHost(own).compile(good)
+        setMode(own, "rwxrwxrwx")
+        plant(own, good, marker("open-evil.main.kts", "planted "), uid = if (isRoot()) 65534 else null)
+        val notes = mutableListOf<String>()
+        val again = ScenarioScriptHost(own) { notes += it }.compile(good)
+        again.fromCache shouldBe false
+        notes.single() shouldBe "emptied the compiled-script cache ${own.absolutePath}, which cannot be trusted: it is writable by others (mode 0777)"
+        ranAs(again, "open") shouldBe "good "
+        mode(own) shouldBe "rwx------"
+        own.list()!!.filter { !it.endsWith(".jar") }.sorted() shouldBe listOf("index", "index.lock", "key")
+        dir.list()!!.filter { it.startsWith("open-cache.untrusted-") } shouldBe emptyList() // what was moved aside is deleted
+        ScenarioScriptHost(own).compile(good).fromCache shouldBe true
+    }
+
+    test("planted files of another user in a folder that is 0700 again (an older rdma-run re-moded it) never run").config(enabled = isRoot()) {
+        val own = File(dir, "remoded-cache")
+        val good = marker("remoded-good.main.kts", "good ")
+        ScenarioScriptHost(own).compile(good)
+        plant(own, good, marker("remoded-evil.main.kts", "planted "), uid = 65534)
+        val notes = mutableListOf<String>()
+        val again = ScenarioScriptHost(own) { notes += it }.compile(good)
+        again.fromCache shouldBe false
+        notes.single() shouldStartWith "emptied the compiled-script cache ${own.absolutePath}, which cannot be trusted: "
+        notes.single() shouldEndWith "belongs to another user (uid 65534)"
+        ranAs(again, "remoded") shouldBe "good "
+    }
+
+    test("an index line without the user's MAC is ignored: the script is compiled again") {
+        val own = File(dir, "mac-cache")
+        val good = marker("mac-good.main.kts", "good ")
+        ScenarioScriptHost(own).compile(good)
+        plant(own, good, marker("mac-evil.main.kts", "planted ")) // the user's own files: only the MAC tells
+        val notes = mutableListOf<String>()
+        val again = ScenarioScriptHost(own) { notes += it }.apply { debug = true }.compile(good)
+        again.fromCache shouldBe false
+        notes.single() shouldContain "has an entry in the cache index without a valid MAC"
+        ranAs(again, "mac") shouldBe "good "
+        val third = ScenarioScriptHost(own).compile(good)
+        third.fromCache shouldBe true
+        ranAs(third, "mac") shouldBe "good "
+    }
+
+    test("a scripts link to a world-writable folder is not followed: the folder is not chmod-ed and its jar never runs") {
+        val open = File(dir, "world-writable").apply { mkdirs() }
+        val good = marker("link-good.main.kts", "good ")
+        plant(open, good, marker("link-evil.main.kts", "planted "))
+        setMode(open, "rwxrwxrwx")
+        val before = open.list()!!.sorted()
+        // The root the link is in: the user's own, or (as root) another user's, as in the attack.
+        for (owner in listOfNotNull(null, 65534.takeIf { isRoot() })) {
+            val root = File(dir, "link-root-${owner ?: "mine"}").apply { mkdirs() }
+            val link = File(root, "scripts").toPath()
+            Files.createSymbolicLink(link, open.toPath())
+            owner?.let { uid -> for (p in listOf(link, root.toPath())) Files.setAttribute(p, "unix:uid", uid, LinkOption.NOFOLLOW_LINKS) }
+            val notes = mutableListOf<String>()
+            val compiled = ScenarioScriptHost(link.toFile()) { notes += it }.compile(good)
+            compiled.fromCache shouldBe false
+            compiled.cacheJar shouldBe null
+            val why = if (owner == null) "it is a symbolic link" else "${root.absolutePath} belongs to another user (uid 65534)"
+            notes.single() shouldBe "not using the compiled-script cache ${link.toAbsolutePath()}: $why; the script is compiled every time"
+            ranAs(compiled, "link") shouldBe "good "
+            mode(open) shouldBe "rwxrwxrwx"
+            open.list()!!.sorted() shouldBe before
+        }
     }
 
     test("a cache folder of another user is not used, with a sentence").config(enabled = isRoot()) {
@@ -213,5 +306,9 @@ class ScenarioScriptHostSpec : FunSpec({
             listOf("${latin1.path} is not a Kotlin script: it is not UTF-8 text (byte 0xe9 at offset 12)")
     }
 })
+
+private fun mode(f: File) = PosixFilePermissions.toString(Files.getPosixFilePermissions(f.toPath(), LinkOption.NOFOLLOW_LINKS))
+
+private fun setMode(f: File, mode: String) = Files.setPosixFilePermissions(f.toPath(), PosixFilePermissions.fromString(mode))
 
 private fun isRoot() = runCatching { Files.getAttribute(Path.of("/proc/self"), "unix:uid") == 0 }.getOrDefault(false)
