@@ -64,6 +64,9 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     fun remoteAccess(vararg access: RemoteAccess) = s.remoteAccess(*access)
     fun timeoutMillis(millis: Long) = s.timeout(millis.milliseconds)
 
+    /** [ScenarioScope.bufferReuse]: wait (default) or fail when an operation would spoil a buffer posted work uses. */
+    fun bufferReuse(reuse: BufferReuse) = s.bufferReuse(reuse)
+
     val isServer: Boolean get() = s.isServer
     val isClient: Boolean get() = s.isClient
     val peer: Peer get() = s.peer

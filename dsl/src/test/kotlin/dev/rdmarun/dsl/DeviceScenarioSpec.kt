@@ -476,5 +476,104 @@ class DeviceScenarioSpec : FunSpec({
             val e = shouldThrow<PeerException> { server.getOrThrow() }
             e.message shouldContain "the client failed: the client's check failed"
         }
+
+        test("100 fetchAndAdd(1) and 100 compareAndSwap with 4 in flight on one buffer: each completion has its own old value ($device)") {
+            val (server, client) = pair {
+                bufferSize(64)
+                if (isServer) remoteAccess(RemoteAccess.ATOMIC)
+                connect(peer)
+                client {
+                    qp(0) {
+                        val added = mutableListOf<Long>()
+                        for (i in 0 until 100) {
+                            if (outstanding == 4) added += awaitCompletion().value
+                            fetchAndAdd(1)
+                        }
+                        while (outstanding > 0) added += awaitCompletion().value
+                        val swapped = mutableListOf<Long>()
+                        for (i in 0 until 100) {
+                            if (outstanding == 4) swapped += awaitCompletion().value
+                            compareAndSwap(100L + i, 101L + i) // RC runs them in order: each one's compare matches
+                        }
+                        while (outstanding > 0) swapped += awaitCompletion().value
+                        added shouldBe (0L until 100L).toList()
+                        swapped shouldBe (100L until 200L).toList()
+                        buffer().get(ValueLayout.JAVA_LONG, 0) shouldBe 199L // the last one's old value, at its completion
+                    }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+        }
+
+        test("10,000 send(bytes) in a loop, each holding its index: every message arrives as it was given ($device)") {
+            val n = 10_000
+            var wrong = -1
+            val (server, client) = pair {
+                bufferSize(64)
+                signalEvery(16)
+                recvDepth(128)
+                connect(peer)
+                qp(0) {
+                    if (isClient) {
+                        val message = ByteArray(64)
+                        for (i in 0 until n) {
+                            java.nio.ByteBuffer.wrap(message).order(java.nio.ByteOrder.nativeOrder()).putInt(0, i).putInt(60, i)
+                            send(message) // the same array, changed before the next call: the message is the value at this call
+                        }
+                        awaitAll()
+                    } else {
+                        for (i in 0 until n) {
+                            val m = receive()
+                            if ((m.intAt(0) != i || m.intAt(60) != i) && wrong < 0) wrong = i
+                        }
+                    }
+                }
+            }
+            server.getOrThrow().total.messagesReceived shouldBe n.toLong()
+            client.getOrThrow()
+            wrong shouldBe -1
+        }
+
+        test("a send of a buffer an atomic still fills carries the atomic's old value: it waits for it ($device)") {
+            val got = mutableListOf<Long>()
+            val (server, client) = pair {
+                bufferSize(64)
+                if (isServer) remoteAccess(RemoteAccess.ATOMIC)
+                connect(peer)
+                qp(0) {
+                    client {
+                        for (i in 0 until 100) {
+                            fetchAndAdd(1)
+                            send(size = 8) // buffer 0, where the fetchAndAdd's old value goes
+                        }
+                        awaitAll()
+                    }
+                    server { for (i in 0 until 100) got += receive().longAt(0) }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+            got shouldBe (0L until 100L).toList()
+        }
+
+        test("bufferReuse(FAIL): a read into a buffer a posted send still reads fails at the call with a sentence ($device)") {
+            val (server, client) = pair {
+                bufferSize(64)
+                bufferReuse(BufferReuse.FAIL)
+                timeout(wait)
+                if (isServer) remoteAccess(RemoteAccess.READ)
+                connect(peer)
+                client {
+                    qp(0) {
+                        send(size = 8)
+                        read(size = 8, buffer = 0) // the send still reads buffer 0: nothing completes before this coroutine suspends
+                    }
+                }
+            }
+            client.exceptionOrNull()!!.message shouldBe "read() on QP 0 would overwrite buffer 0 while the send() posted before it still uses it " +
+                "(bufferReuse(FAIL)): await its completion first, use another buffer, or bufferReuse(WAIT)"
+            server.exceptionOrNull()!!.message shouldContain "the client failed: read() on QP 0 would overwrite buffer 0"
+        }
     }
 })
