@@ -21,7 +21,7 @@ PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
 LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
-CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed)
+CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed script_atomics)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -102,6 +102,21 @@ case_script_peer_killed() {
   finish server
   expect_rc server 1 || ok=1
   expect_log server "the client closed the control connection in the middle of the scenario" || ok=1
+  return $ok
+}
+
+# samples/atomics.main.kts between two processes on soft0: 4 fetchAndAdd in flight per QP must
+# each bring back its own old value (the sample fails on a value seen twice).
+case_script_atomics() {
+  local port=18746 ok=0 side
+  local args=("$root/samples/atomics.main.kts" -d "$DEV" --timeout 60s --set qps=2 --set iterations=100)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+  finish server
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+  done
   return $ok
 }
 
