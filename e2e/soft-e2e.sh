@@ -72,14 +72,20 @@ case_card_java() {
   return $ok
 }
 
-# The seeds' scenario as a script, two bin/rdma-run processes on soft0.
-case_script_multi_qp() {
-  local port=18743 ok=0 side
-  local args=("$root/samples/multi-qp.main.kts" -d "$DEV" --timeout 60s)
+# script_pair SAMPLE PORT [ARGS...]: samples/SAMPLE.main.kts as a server and a client process on soft0.
+script_pair() {
+  local kts=$1 port=$2; shift 2
+  local args=("$root/samples/$kts.main.kts" -d "$DEV" --timeout 60s "$@")
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
   run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
   finish server
+}
+
+# The seeds' scenario as a script, two bin/rdma-run processes on soft0.
+case_script_multi_qp() {
+  local ok=0 side
+  script_pair multi-qp 18743 || return 1
   for side in server client; do
     expect_rc "$side" 0 || ok=1
     expect_log "$side" "multi-qp: 4 QPs, one message each way, every payload verified" || ok=1
@@ -108,12 +114,8 @@ case_script_peer_killed() {
 # samples/atomics.main.kts between two processes on soft0: 4 fetchAndAdd in flight per QP must
 # each bring back its own old value (the sample fails on a value seen twice).
 case_script_atomics() {
-  local port=18746 ok=0 side
-  local args=("$root/samples/atomics.main.kts" -d "$DEV" --timeout 60s --set qps=2 --set iterations=100)
-  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
-  wait_listen "$port" server || return 1
-  run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
-  finish server
+  local ok=0 side
+  script_pair atomics 18746 --set qps=2 --set iterations=100 || return 1
   for side in server client; do
     expect_rc "$side" 0 || ok=1
   done
