@@ -155,7 +155,8 @@ case_runtime_device_tests() {
 # each completion mode, scripts that branch on the role, the QP index and received data, inline
 # sends under signalEvery, 8 QPs on one word, a missing remoteAccess, the waits that end with a
 # sentence (unanswered receive, both sides receiving, a full inbox), the card, a failure on one
-# side. The same spec runs on soft0 in every build.
+# side, atomics in flight each with its own old value, 10,000 send(bytes) unchanged by later calls,
+# bufferReuse(FAIL). The same spec runs on soft0 in every build.
 case_dsl_device_tests() {
   device_specs dsl --select-class dev.rdmarun.dsl.DeviceScenarioSpec
 }
@@ -364,6 +365,7 @@ case_script_read_lat() {
   return $ok
 }
 
+# atomics.main.kts in two processes: awaited adds, then 4 in flight per QP, each with its own old value.
 case_script_atomics() {
   local ok=0
   script_pair atomics 18645 --set qps=2 || ok=1

@@ -21,7 +21,7 @@ PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
 LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
-CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed)
+CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed script_atomics)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -72,14 +72,20 @@ case_card_java() {
   return $ok
 }
 
-# The seeds' scenario as a script, two bin/rdma-run processes on soft0.
-case_script_multi_qp() {
-  local port=18743 ok=0 side
-  local args=("$root/samples/multi-qp.main.kts" -d "$DEV" --timeout 60s)
+# script_pair SAMPLE PORT [ARGS...]: samples/SAMPLE.main.kts as a server and a client process on soft0.
+script_pair() {
+  local kts=$1 port=$2; shift 2
+  local args=("$root/samples/$kts.main.kts" -d "$DEV" --timeout 60s "$@")
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
   run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
   finish server
+}
+
+# The seeds' scenario as a script, two bin/rdma-run processes on soft0.
+case_script_multi_qp() {
+  local ok=0 side
+  script_pair multi-qp 18743 || return 1
   for side in server client; do
     expect_rc "$side" 0 || ok=1
     expect_log "$side" "multi-qp: 4 QPs, one message each way, every payload verified" || ok=1
@@ -102,6 +108,17 @@ case_script_peer_killed() {
   finish server
   expect_rc server 1 || ok=1
   expect_log server "the client closed the control connection in the middle of the scenario" || ok=1
+  return $ok
+}
+
+# samples/atomics.main.kts between two processes on soft0: 4 fetchAndAdd in flight per QP must
+# each bring back its own old value (the sample fails on a value seen twice).
+case_script_atomics() {
+  local ok=0 side
+  script_pair atomics 18746 --set qps=2 --set iterations=100 || return 1
+  for side in server client; do
+    expect_rc "$side" 0 || ok=1
+  done
   return $ok
 }
 

@@ -46,7 +46,7 @@ data class ScenarioPlan(
             else "${s.qps} CQs (one per QP) of ${engine.completionQueueEntries()} entries"
         appendLine("  CQs: $cqs")
         appendLine("  per QP: data region ${s.bufferCount} x ${s.bufferSize} B = ${s.dataBytes} B ${flags(dataAccess)}; " +
-            "receive slots ${s.recvDepth} x ${s.bufferSize} B (+8 B credit source word) = ${engine.receiveRegionBytes()} B LOCAL_WRITE; " +
+            "receive slots ${s.recvDepth} x ${s.bufferSize} B (+8 B credit source word, ${s.sendDepth} x 8 B atomic result words) = ${engine.receiveRegionBytes()} B LOCAL_WRITE; " +
             "inbox up to ${s.inboxDepth} messages")
         appendLine("  credit words: ${s.qps} x 8 B LOCAL_WRITE+REMOTE_WRITE (the peer reports its re-posted receives there)")
         appendLine("  QP access: ${flags(qpAccess)}; the peer may ${grants()}")

@@ -29,6 +29,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     private var waitKind = NONE
     private var waitTarget = 0L
     private var waitOp = OpKind.SEND
+    /** The buffer a BUFFER wait is for. */
+    private var waitBuffer = 0
     private var waitSince = 0L
     private var lastCompletion: Completion? = null
     /** The waiting receive()'s copyPayload. */
@@ -50,6 +52,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         "its work on QP $index to complete",
         "a credit update on QP $index to complete",
         "the peer's last messages on QP $index to arrive",
+        "earlier work on a buffer of QP $index to complete",
     )
 
     init {
@@ -97,7 +100,17 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
                                          remoteOffset: Long, imm: Int, a: Long, b: Long) {
         var blocked = firstBlock
         while (true) {
-            awaitRoom(kind, blocked)
+            if (blocked == QpEngine.BLOCKED_ON_BUFFER) {
+                val until = engine.bufferBusyUntil(kind, buffer)
+                if (session.settings.bufferReuse == BufferReuse.FAIL) {
+                    throw ScenarioException("${kind.label()}() on QP $index would ${if (kind == OpKind.READ) "overwrite" else "read"} buffer $buffer " +
+                        "while the ${engine.kindOf(until).label()}() posted before it still ${if (kind == OpKind.READ) "uses" else "fills"} it " +
+                        "(bufferReuse(FAIL)): await its completion first, use another buffer, or bufferReuse(WAIT)")
+                }
+                awaitWork(until, buffer)
+            } else {
+                awaitRoom(kind, blocked)
+            }
             stopped()
             val seq = engine.post(kind, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, a, b)
             if (seq > 0) return
@@ -117,11 +130,22 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
 
     override suspend fun send(size: Int, buffer: Int) = post(OpKind.SEND, size, buffer, index, 0, 0, 0, 0, 0)
 
+    /** Parks until work request [seq], which uses [buffer], has completed (not marked awaited: the script still awaits it). */
+    private suspend fun awaitWork(seq: Long, buffer: Int): Unit = suspendCoroutineUninterceptedOrReturn { c ->
+        engine.requestCompletionOf(seq)
+        waitBuffer = buffer
+        park(c, BUFFER, seq)
+    }
+
     override suspend fun send(payload: ByteArray, buffer: Int) {
         val target = buffer(buffer)
         if (payload.size > target.byteSize()) {
             throw ScenarioException("send(payload) of ${payload.size} bytes on QP $index is larger than bufferSize ${target.byteSize()}")
         }
+        stopped()
+        // A message given as bytes is a value: the copy waits until no posted work uses the buffer.
+        val busy = engine.localWriteBusyUntil(buffer)
+        if (busy != 0L) awaitWork(busy, buffer)
         MemorySegment.copy(payload, 0, target, ValueLayout.JAVA_BYTE, 0, payload.size)
         post(OpKind.SEND, payload.size, buffer, index, 0, 0, 0, 0, 0)
     }
@@ -304,6 +328,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
                 engine.markAwaited(waitTarget)
                 Unit
             } else return false
+            BUFFER -> if (engine.completedThrough() >= waitTarget) Unit else return false
             CREDIT_IDLE -> if (!engine.creditWriteInFlight()) Unit else return false
             MESSAGE -> if (engine.hasMessage()) takeMessage() else return false
             ARRIVALS -> if (engine.stats().messagesReceived() >= waitTarget) Unit else return false
@@ -337,6 +362,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
                 CREDIT -> "a free receive at the peer to ${waitOp.label()}() on QP $index"
                 WINDOW -> "the completion of earlier work requests to post on QP $index (sendDepth ${session.settings.sendDepth} are in flight)"
                 COMPLETION -> "the completion of a ${engine.kindOf(waitTarget).label()}() on QP $index"
+                BUFFER -> "the completion of a ${engine.kindOf(waitTarget).label()}() that uses buffer $waitBuffer of QP $index"
                 ARRIVALS -> "the last ${waitTarget - engine.stats().messagesReceived()} of the ${waitTarget} messages that ${session.peerLabel} " +
                     "says it sent on QP $index to arrive"
                 else -> "the work posted on QP $index to complete"
@@ -354,6 +380,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         const val COMPLETED_ALL = 5
         const val CREDIT_IDLE = 6
         const val ARRIVALS = 7
+        const val BUFFER = 8
         val EMPTY = ByteArray(0)
     }
 }

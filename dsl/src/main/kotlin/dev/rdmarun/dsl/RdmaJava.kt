@@ -64,6 +64,9 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     fun remoteAccess(vararg access: RemoteAccess) = s.remoteAccess(*access)
     fun timeoutMillis(millis: Long) = s.timeout(millis.milliseconds)
 
+    /** [ScenarioScope.bufferReuse]: wait (default) or fail when an operation would spoil a buffer posted work uses. */
+    fun bufferReuse(reuse: BufferReuse) = s.bufferReuse(reuse)
+
     val isServer: Boolean get() = s.isServer
     val isClient: Boolean get() = s.isClient
     val peer: Peer get() = s.peer
@@ -107,6 +110,7 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
         }
     }
 
+    /** [ScenarioScope.send] on every QP; [buffer] follows [QpScope]'s buffer rule (waits for a read or atomic still filling it). */
     @JvmOverloads
     fun send(size: Int = -1, buffer: Int = 0) = on(thread) { s.send(size, buffer) }
     @JvmOverloads
@@ -115,7 +119,12 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     fun awaitAll() = on(thread) { s.awaitAll() }
 }
 
-/** [QpScope] for Java: one QP's operations, each one blocking. */
+/**
+ * [QpScope] for Java: one QP's operations, each one blocking. Every operation that takes a `buffer`
+ * follows [QpScope]'s buffer rule: it waits while posted work would be spoiled by it
+ * (`bufferReuse(BufferReuse.FAIL)`: fails at the call instead), and `send(byte[])` sends the bytes as
+ * they are at the call.
+ */
 class JavaQp internal constructor(private val q: QpScope, private val thread: CoroutineContext) {
     val index: Int get() = q.index
     val isServer: Boolean get() = q.isServer
@@ -128,29 +137,36 @@ class JavaQp internal constructor(private val q: QpScope, private val thread: Co
     @JvmOverloads
     fun buffer(i: Int = 0): MemorySegment = q.buffer(i)
 
+    /** [QpScope.send]: the device reads [buffer] until it completes; it waits for a read or atomic still filling it (the buffer rule). */
     @JvmOverloads
     fun send(size: Int = -1, buffer: Int = 0) = on(thread) { q.send(size, buffer) }
 
+    /** [QpScope.send] of [payload] as it is at the call: waits until no posted work uses [buffer], then copies it there. */
     @JvmOverloads
     fun send(payload: ByteArray, buffer: Int = 0) = on(thread) { q.send(payload, buffer) }
 
+    /** [QpScope.sendWithImm]; [buffer] as in [send] (the buffer rule). */
     @JvmOverloads
     fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0) = on(thread) { q.sendWithImm(imm, size, buffer) }
     @JvmOverloads
     fun receive(copyPayload: Boolean = true): Message = on(thread) { q.receive(copyPayload) }
 
+    /** [QpScope.write]: the device reads [buffer] until it completes; it waits for a read or atomic still filling it (the buffer rule). */
     @JvmOverloads
     fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
         on(thread) { q.write(size, buffer, remoteQp, remoteBuffer, remoteOffset) }
 
+    /** [QpScope.read]: the device fills [buffer] until it completes; it waits for a send, write or atomic still using it (the buffer rule). */
     @JvmOverloads
     fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
         on(thread) { q.read(size, buffer, remoteQp, remoteBuffer, remoteOffset) }
 
+    /** [QpScope.fetchAndAdd]: its old value comes in its own [Completion] and, at its completion, at offset 0 of [buffer] (never waits for it). */
     @JvmOverloads
     fun fetchAndAdd(add: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
         on(thread) { q.fetchAndAdd(add, remoteQp, remoteBuffer, remoteOffset, buffer) }
 
+    /** [QpScope.compareAndSwap]: its old value comes in its own [Completion] and, at its completion, at offset 0 of [buffer] (never waits for it). */
     @JvmOverloads
     fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
         on(thread) { q.compareAndSwap(compare, swap, remoteQp, remoteBuffer, remoteOffset, buffer) }

@@ -149,6 +149,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun remoteAccess(vararg access: RemoteAccess) =
         setting("remoteAccess(${access.joinToString()})") { it.copy(remoteAccess = it.remoteAccess + access) }
     override fun timeout(duration: Duration) = setting("timeout($duration)") { it.copy(timeout = duration) }
+    override fun bufferReuse(reuse: BufferReuse) = setting("bufferReuse($reuse)") { it.copy(bufferReuse = reuse) }
     override val qpCount get() = settings.qps
 
     // ---- connect ----

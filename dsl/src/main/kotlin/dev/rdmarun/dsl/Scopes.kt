@@ -143,9 +143,18 @@ inline fun CommonScope.runFor(duration: Duration, block: () -> Unit) {
  *
  * The operations that move data **post** one work request and return once it is on the device's
  * queue; they suspend only for flow control (the peer has no receive free yet, or `sendDepth`
- * work requests are in flight). An inline payload (`inlineThreshold`) is copied at the call; any
- * other buffer is read by the device until the work request completes, so reuse a buffer only
- * after its completion ([awaitCompletion]): earlier reuse is the script's bug, as in C.
+ * work requests are in flight) and for the buffer rule below.
+ *
+ * **The buffer rule.** An inline payload (`inlineThreshold`) is copied at the call; any other
+ * buffer is read by the device until its send or write completes, and a read's buffer is filled
+ * until the read completes. An operation that would change a buffer posted work still reads, or
+ * read one posted work still fills, waits until that work has completed (with
+ * `bufferReuse(BufferReuse.FAIL)` it fails at the call instead). Sends and writes of one buffer in a
+ * loop, reads into one buffer in a loop, and atomics (each gets a result word of its own) do not
+ * wait. `send(payload)` always waits until no posted work uses its buffer, then copies: a message
+ * given as bytes is never changed by a later call. What the script writes into [buffer]'s memory
+ * itself is not watched: change a buffer only after the work that uses it completed
+ * ([awaitCompletion]).
  *
  * Sizes default to the buffer size; `buffer` picks one of the QP's `bufferCount` buffers. The
  * operations that touch peer memory address buffer [remoteBuffer] of the peer's QP [remoteQp]
@@ -169,13 +178,19 @@ interface QpScope : CommonScope {
     /** Buffer [i] of this QP's data region (the send source, write source, read target). */
     fun buffer(i: Int = 0): MemorySegment
 
-    /** Posts a SEND of the first [size] bytes of [buffer] (default: all of it). */
+    /**
+     * Posts a SEND of the first [size] bytes of [buffer] (default: all of it). The device reads
+     * [buffer] until the SEND completes; it waits first for a read or atomic still filling it (the buffer rule).
+     */
     suspend fun send(size: Int = -1, buffer: Int = 0)
 
-    /** Copies [payload] into [buffer] and posts a SEND of it. */
+    /**
+     * Sends [payload] as it is at the call: waits until no posted work uses [buffer] (the buffer
+     * rule, whatever `bufferReuse` says), copies [payload] into it and posts a SEND of it.
+     */
     suspend fun send(payload: ByteArray, buffer: Int = 0)
 
-    /** Posts a SEND with 32-bit immediate data. */
+    /** Posts a SEND with 32-bit immediate data; [buffer] as in [send] (the buffer rule). */
     suspend fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
 
     /**
@@ -192,22 +207,34 @@ interface QpScope : CommonScope {
      */
     suspend fun receive(copyPayload: Boolean = true): Message
 
-    /** Posts an RDMA WRITE of [buffer] into the peer's buffer (needs the peer's remoteAccess(WRITE)). */
+    /**
+     * Posts an RDMA WRITE of [buffer] into the peer's buffer (needs the peer's remoteAccess(WRITE)).
+     * The device reads [buffer] until it completes; it waits first for a read or atomic still filling it (the buffer rule).
+     */
     suspend fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
-    /** Posts an RDMA WRITE that also delivers [imm] to the peer's receive() (needs remoteAccess(WRITE)). */
+    /** Posts an RDMA WRITE that also delivers [imm] to the peer's receive() (needs remoteAccess(WRITE)); [buffer] as in [write]. */
     suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
-    /** Posts an RDMA READ of the peer's buffer into [buffer] (needs the peer's remoteAccess(READ)). */
+    /**
+     * Posts an RDMA READ of the peer's buffer into [buffer] (needs the peer's remoteAccess(READ)).
+     * The device fills [buffer] until it completes; it waits first for a send or write still
+     * reading it and for an atomic whose old value goes there (the buffer rule).
+     */
     suspend fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
     /**
      * Posts a 64-bit compare-and-swap on the peer's word at [remoteOffset] (8-byte aligned; needs
-     * remoteAccess(ATOMIC)); the old value comes back in the [Completion] and at offset 0 of [buffer].
+     * remoteAccess(ATOMIC)); the old value comes back in this work request's [Completion] and, at
+     * its completion, at offset 0 of [buffer]. Atomics in flight never share a result (each has a
+     * word of its own), so they do not wait for each other (the buffer rule).
      */
     suspend fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
 
-    /** Posts a 64-bit fetch-and-add on the peer's word; the old value comes back in the [Completion]. */
+    /**
+     * Posts a 64-bit fetch-and-add on the peer's word; the old value comes back in this work
+     * request's [Completion] and at offset 0 of [buffer], as for [compareAndSwap] (the buffer rule).
+     */
     suspend fun fetchAndAdd(add: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
 
     /**
@@ -279,6 +306,12 @@ interface ScenarioScope : CommonScope {
     /** Bound on waits: connecting, the handshake, and any wait during which the peer makes no progress. */
     fun timeout(duration: Duration)
 
+    /**
+     * What an operation does when it would spoil a buffer posted work still uses (see [QpScope]'s
+     * buffer rule): [BufferReuse.WAIT] (default) waits for that work, [BufferReuse.FAIL] fails at the call.
+     */
+    fun bufferReuse(reuse: BufferReuse)
+
     /** The QP count set so far. */
     val qpCount: Int
 
@@ -310,14 +343,23 @@ interface ScenarioScope : CommonScope {
     /** Runs [block] once per QP, each in its own coroutine, and waits for all. */
     suspend fun forEachQp(block: suspend QpScope.() -> Unit)
 
-    // ---- operations on every QP ----
+    // ---- operations on every QP (each follows [QpScope]'s buffer rule on its QP) ----
+    /** [QpScope.send] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
     suspend fun send(size: Int = -1, buffer: Int = 0)
+
+    /** [QpScope.sendWithImm] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
     suspend fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
 
     /** One message from each QP, in QP order ([copyPayload] as in [QpScope.receive]). */
     suspend fun receive(copyPayload: Boolean = true): List<Message>
+
+    /** [QpScope.write] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
     suspend fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+
+    /** [QpScope.writeWithImm] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
     suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+
+    /** [QpScope.read] on every QP (the buffer rule: waits for a send, write or atomic still using [buffer]). */
     suspend fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
 
     /** The oldest unawaited completion of each QP, in QP order. */

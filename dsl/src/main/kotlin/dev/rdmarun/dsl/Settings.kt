@@ -29,6 +29,20 @@ enum class CompletionMode(val idleMode: IdleMode) {
     EVENT(IdleMode.EVENT),
 }
 
+/**
+ * What an operation does when it would change a buffer that posted work still reads, or read one
+ * posted work still fills (a `read(buffer = 0)` while a `send(buffer = 0)` is in flight, a
+ * `send(buffer = 0)` while a `read(buffer = 0)` is): `bufferReuse(...)` chooses.
+ */
+@Serializable
+enum class BufferReuse {
+    /** The operation waits until that work has completed, then posts (the default: the data is what the script wrote). */
+    WAIT,
+
+    /** The operation fails at the call with a sentence naming the work in flight (to find such places in a script). */
+    FAIL,
+}
+
 /** What the peer may do to this side's data buffers, as `remoteAccess(...)` declares it (default: nothing). */
 @Serializable
 enum class RemoteAccess(val access: Access) {
@@ -54,7 +68,7 @@ enum class RemoteAccess(val access: Access) {
  * queues, an inbox of 1024 messages, every work request signaled, rnr_retry 7 (retry forever),
  * busy polling, and no remote access to this side's buffers.
  *
- * [device], [port], [gidIndex], [completionMode] and [timeout] are local choices (peers may use
+ * [device], [port], [gidIndex], [completionMode], [timeout] and [bufferReuse] are local choices (peers may use
  * different devices); [remoteAccess] is this side's grant, which the peer learns in the handshake;
  * everything else is part of the scenario and must match the peer's.
  */
@@ -98,6 +112,8 @@ data class ScenarioSettings(
      * during which the peer makes no progress.
      */
     val timeout: Duration = 30.seconds,
+    /** An operation on a buffer that posted work still uses waits for it, or fails at the call. */
+    val bufferReuse: BufferReuse = BufferReuse.WAIT,
 ) {
     /** Bytes of one QP's data region. */
     val dataBytes: Long get() = bufferSize.toLong() * bufferCount

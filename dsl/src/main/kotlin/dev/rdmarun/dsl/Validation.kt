@@ -86,7 +86,7 @@ object Validation {
         }
         val slots = s.engineConfig().receiveRegionBytes()
         if (java.lang.Long.compareUnsigned(slots, a.maxMrSize) > 0) {
-            fail("the receive region of a QP ($slots bytes: recvDepth ${s.recvDepth} x bufferSize ${s.bufferSize} and a credit word) exceeds max_mr_size $maxMr of $name")
+            fail("the receive region of a QP ($slots bytes: recvDepth ${s.recvDepth} x bufferSize ${s.bufferSize}, a credit word and sendDepth ${s.sendDepth} atomic result words) exceeds max_mr_size $maxMr of $name")
         }
         if (s.sendDepth + 1 > a.maxQpWr) fail("sendDepth(${s.sendDepth}) plus the engine's credit slot exceeds max_qp_wr ${a.maxQpWr} of $name")
         if (s.recvDepth > a.maxQpWr) fail("recvDepth(${s.recvDepth}) exceeds max_qp_wr ${a.maxQpWr} of $name")

@@ -260,36 +260,41 @@ class DeviceScenarioSpec : FunSpec({
             client.getOrThrow().total.messagesReceived shouldBe 1
         }
 
-        test("10,000 inline 1-byte sends under signalEvery(16): each byte as written at its call, 1 in 16 signaled ($device)") {
-            val n = 10_000
+        /**
+         * The client sends 10,000 messages on QP 0, message i by [sendOne](i), after [setup]; the
+         * server takes each and records the first i that [arrived] does not accept. Returns both
+         * outcomes and that i (-1: none).
+         */
+        suspend fun indexedSends(setup: ScenarioScope.() -> Unit, sendOne: suspend QpScope.(Int) -> Unit,
+                                 arrived: (Message, Int) -> Boolean): Triple<Result<ScenarioResult>, Result<ScenarioResult>, Int> {
             var wrong = -1
             val (server, client) = pair {
-                bufferSize(64)
-                inlineThreshold(64)
                 signalEvery(16)
-                sendDepth(64)
                 recvDepth(128)
+                setup()
                 connect(peer)
                 qp(0) {
                     if (isClient) {
-                        for (i in 0 until n) {
-                            buffer().set(ValueLayout.JAVA_BYTE, 0, i.toByte()) // the next call overwrites it: inline copies it now
-                            send(size = 1)
-                        }
+                        for (i in 0 until 10_000) sendOne(i)
                         awaitAll()
                     } else {
-                        for (i in 0 until n) {
-                            val m = receive()
-                            if (m.bytes[0] != i.toByte() && wrong < 0) wrong = i
-                        }
+                        for (i in 0 until 10_000) if (!arrived(receive(), i) && wrong < 0) wrong = i
                     }
                 }
             }
-            server.getOrThrow().total.messagesReceived shouldBe n.toLong()
+            server.getOrThrow().total.messagesReceived shouldBe 10_000L
+            return Triple(server, client, wrong)
+        }
+
+        test("10,000 inline 1-byte sends under signalEvery(16): each byte as written at its call, 1 in 16 signaled ($device)") {
+            val (_, client, wrong) = indexedSends({ bufferSize(64); inlineThreshold(64); sendDepth(64) }, { i ->
+                buffer().set(ValueLayout.JAVA_BYTE, 0, i.toByte()) // the next call overwrites it: inline copies it now
+                send(size = 1)
+            }) { m, i -> m.bytes[0] == i.toByte() }
             wrong shouldBe -1
             val c = client.getOrThrow().total
-            c.operations shouldBe n.toLong()
-            c.latency!!.count shouldBeLessThanOrEqual (n / 16).toLong() // one completion per signaled work request
+            c.operations shouldBe 10_000L
+            c.latency!!.count shouldBeLessThanOrEqual (10_000L / 16) // one completion per signaled work request
         }
 
         test("8 QPs add to one word of the server; the final value is their sum ($device)") {
@@ -475,6 +480,64 @@ class DeviceScenarioSpec : FunSpec({
             client.exceptionOrNull()!!.message shouldBe "the client's check failed"
             val e = shouldThrow<PeerException> { server.getOrThrow() }
             e.message shouldContain "the client failed: the client's check failed"
+        }
+
+        test("100 fetchAndAdd(1) and 100 compareAndSwap with 4 in flight on one buffer: each completion has its own old value ($device)") {
+            val (server, client) = pair {
+                bufferSize(64)
+                if (isServer) remoteAccess(RemoteAccess.ATOMIC)
+                connect(peer)
+                client {
+                    qp(0) {
+                        val added = mutableListOf<Long>()
+                        for (i in 0 until 100) {
+                            if (outstanding == 4) added += awaitCompletion().value
+                            fetchAndAdd(1)
+                        }
+                        while (outstanding > 0) added += awaitCompletion().value
+                        val swapped = mutableListOf<Long>()
+                        for (i in 0 until 100) {
+                            if (outstanding == 4) swapped += awaitCompletion().value
+                            compareAndSwap(100L + i, 101L + i) // RC runs them in order: each one's compare matches
+                        }
+                        while (outstanding > 0) swapped += awaitCompletion().value
+                        added shouldBe (0L until 100L).toList()
+                        swapped shouldBe (100L until 200L).toList()
+                        buffer().get(ValueLayout.JAVA_LONG, 0) shouldBe 199L // the last one's old value, at its completion
+                    }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+        }
+
+        test("10,000 send(bytes) in a loop, each holding its index: every message arrives as it was given ($device)") {
+            val message = ByteArray(4096)
+            val (_, client, wrong) = indexedSends({ bufferSize(4096) }, { i ->
+                java.nio.ByteBuffer.wrap(message).order(java.nio.ByteOrder.nativeOrder()).putInt(0, i).putInt(4092, i)
+                send(message) // the same array, changed before the next call: the message is the value at this call
+            }) { m, i -> m.intAt(0) == i && m.intAt(4092) == i }
+            client.getOrThrow()
+            wrong shouldBe -1
+        }
+
+        test("bufferReuse(FAIL): a read into a buffer a posted send still reads fails at the call with a sentence ($device)") {
+            val (server, client) = pair {
+                bufferSize(64)
+                bufferReuse(BufferReuse.FAIL)
+                timeout(wait)
+                if (isServer) remoteAccess(RemoteAccess.READ)
+                connect(peer)
+                client {
+                    qp(0) {
+                        send(size = 8)
+                        read(size = 8, buffer = 0) // the send still reads buffer 0: nothing completes before this coroutine suspends
+                    }
+                }
+            }
+            client.exceptionOrNull()?.message shouldBe "read() on QP 0 would overwrite buffer 0 while the send() posted before it still uses it " +
+                "(bufferReuse(FAIL)): await its completion first, use another buffer, or bufferReuse(WAIT)"
+            server.exceptionOrNull()?.message shouldContain "the client failed: read() on QP 0 would overwrite buffer 0"
         }
     }
 })

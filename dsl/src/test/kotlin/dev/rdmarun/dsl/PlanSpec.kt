@@ -280,12 +280,12 @@ class PlanSpec : FunSpec({
         test("receive slots larger than max_mr_size") {
             val p = checkPlan { bufferSize(1 shl 20); connect(peer) }
             shouldThrow<ScenarioException> { check(p, attributes = rxe(maxMrSize = 1L shl 21)) }.message shouldBe
-                "the receive region of a QP (67108872 bytes: recvDepth 64 x bufferSize 1048576 and a credit word) exceeds max_mr_size 2097152 of rxe0"
+                "the receive region of a QP (67109384 bytes: recvDepth 64 x bufferSize 1048576, a credit word and sendDepth 64 atomic result words) exceeds max_mr_size 2097152 of rxe0"
         }
-        test("the receive region counts its credit word: slots that alone fit max_mr_size may not") {
+        test("the receive region counts its credit and result words: slots that alone fit max_mr_size may not") {
             val p = checkPlan { bufferSize(1024); recvDepth(16); connect(peer) }
             shouldThrow<ScenarioException> { check(p, attributes = rxe(maxMrSize = 16L * 1024)) }.message shouldContain
-                "the receive region of a QP (16392 bytes"
+                "the receive region of a QP (16904 bytes"
         }
         test("max_mr_size is unsigned: Soft-RoCE's 2^64-1 allows any buffer") {
             check(checkPlan { bufferSize(1 shl 30); bufferCount(8); connect(peer) }, attributes = rxe(maxMrSize = -1L),

@@ -77,13 +77,14 @@ class SettingsSpec : FunSpec({
             val p = checkPlan {
                 device("rxe1"); port(2); gidIndex(3); qps(4); perQpCq(); bufferSize(1024); bufferCount(3); sendDepth(32); recvDepth(16)
                 inboxDepth(10); mtu(2048); inlineThreshold(64); signalEvery(4); rnrRetry(3); retry(5, 12)
-                completionMode(CompletionMode.EVENT); remoteAccess(RemoteAccess.READ); timeout(7.seconds)
+                completionMode(CompletionMode.EVENT); remoteAccess(RemoteAccess.READ); timeout(7.seconds); bufferReuse(BufferReuse.FAIL)
                 connect(peer)
             }
             p.settings shouldBe ScenarioSettings(device = "rxe1", port = 2, gidIndex = 3, qps = 4, cqMode = CqMode.PER_QP,
                 bufferSize = 1024, bufferCount = 3, sendDepth = 32, recvDepth = 16, inboxDepth = 10, mtu = 2048,
                 inlineThreshold = 64, signalEvery = 4, rnrRetry = 3, retryCount = 5, retryTimeout = 12,
-                completionMode = CompletionMode.EVENT, remoteAccess = setOf(RemoteAccess.READ), timeout = 7.seconds)
+                completionMode = CompletionMode.EVENT, remoteAccess = setOf(RemoteAccess.READ), timeout = 7.seconds,
+                bufferReuse = BufferReuse.FAIL)
         }
 
         test("the last CQ mode set wins") {

@@ -36,8 +36,16 @@ public record EngineConfig(int bufferSize, int bufferCount, int sendDepth, int r
         return (long) bufferSize * bufferCount;
     }
 
-    /** Bytes of one QP's receive region: the slots, then (8-byte aligned) the source word of credit writes. */
+    /**
+     * Bytes of one QP's receive region: the slots, then (8-byte aligned) the source word of credit
+     * writes, then one 8-byte result word per send-window entry (where each atomic in flight
+     * lands its old value).
+     */
     public long receiveRegionBytes() {
+        return resultWordsOffset() + 8L * sendDepth;
+    }
+
+    long resultWordsOffset() {
         return creditSourceOffset() + 8;
     }
 

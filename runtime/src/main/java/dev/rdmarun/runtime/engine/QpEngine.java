@@ -33,6 +33,16 @@ import java.util.Set;
  * order). {@link #requestCompletionOf} signals a work request after the fact by posting the
  * engine's credit write behind it, so a wait never depends on a later post.
  *
+ * <p><b>Buffers in flight.</b> A data buffer is read by the device until the work request that
+ * sends or writes from it completes, and written until a READ into it completes. {@link #post}
+ * never posts a work request that would change a buffer posted work still reads, or read one
+ * posted work still fills: it returns {@link #BLOCKED_ON_BUFFER} and {@link #bufferBusyUntil}
+ * says which work request has to complete first. Work that only reads a buffer (sends and writes
+ * of one buffer in a loop) and READs into one buffer in a loop go through. An atomic's old value
+ * lands in a result word of its own (one per send-window entry, in the receive region), so atomics
+ * in flight never share one; at its completion the engine copies it to offset 0 of the atomic's
+ * buffer and {@link #resultOf} reports it.
+ *
  * <p><b>Credits.</b> Each side keeps {@code recvDepth} receives posted per QP and tells the peer, with
  * an RDMA WRITE of a counter into the peer's credit word, how many it re-posted; a sender posts a
  * receive-consuming work request only while {@code recvDepth + reposted - sent > 0}.
@@ -49,6 +59,8 @@ public final class QpEngine {
     public static final long BLOCKED_ON_CREDIT = -1;
     /** {@link #post}: {@code sendDepth} work requests are in flight. */
     public static final long BLOCKED_ON_WINDOW = -2;
+    /** {@link #post}: work in flight still uses the buffer in a way this work request would spoil ({@link #bufferBusyUntil}). */
+    public static final long BLOCKED_ON_BUFFER = -3;
 
     private static final long UNSIGNALED = -1L;
     private static final ValueLayout.OfLong BIG_ENDIAN_LONG = ValueLayout.JAVA_LONG.withOrder(ByteOrder.BIG_ENDIAN);
@@ -101,6 +113,15 @@ public final class QpEngine {
     private long awaited;
     private long lastSignaled;
     private long lastPeerReposted;
+
+    // ---- buffers in flight: per data buffer, the last work request (sequence number) that ...
+    /** ... reads it after the post (a send or write that is not inline) */
+    private final long[] readFrom;
+    /** ... fills it (a READ) */
+    private final long[] readInto;
+    /** ... gets an atomic's old value at its completion */
+    private final long[] atomicInto;
+    private final long resultWords;
 
     // ---- credits returned to the peer ----
     private final CreditWrite creditWrite = new CreditWrite();
@@ -162,6 +183,10 @@ public final class QpEngine {
         ringOps = new SendCompletion[ring];
         for (int i = 0; i < ring; i++) ringOps[i] = new SendCompletion();
         creditSourceOffset = config.creditSourceOffset();
+        resultWords = config.resultWordsOffset();
+        readFrom = new long[config.bufferCount()];
+        readInto = new long[config.bufferCount()];
+        atomicInto = new long[config.bufferCount()];
         creditBatch = Math.max(1, config.recvDepth() / 4);
         int depth = config.recvDepth();
         slots = new ReceiveSlot[depth];
@@ -293,6 +318,31 @@ public final class QpEngine {
     }
 
     /**
+     * The work request that has to complete before [kind] may use [buffer], or 0 when it may now:
+     * a send or write waits for a READ or an atomic still filling the buffer (it would send
+     * half-arrived data); a READ waits for a send or write still reading it (it would change what
+     * they send) and for an atomic whose old value would land over its data. Atomics never wait:
+     * their old value lands in a word of their own.
+     */
+    public long bufferBusyUntil(OpKind kind, int buffer) {
+        long until = switch (kind) {
+            case SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM -> Math.max(readInto[buffer], atomicInto[buffer]);
+            case READ -> Math.max(readFrom[buffer], atomicInto[buffer]);
+            case COMPARE_AND_SWAP, FETCH_AND_ADD -> 0;
+        };
+        return until > completed ? until : 0;
+    }
+
+    /**
+     * The work request that has to complete before this side may change [buffer] itself (copy a
+     * message into it), or 0 when no posted work reads or fills it any more.
+     */
+    public long localWriteBusyUntil(int buffer) {
+        long until = Math.max(readFrom[buffer], Math.max(readInto[buffer], atomicInto[buffer]));
+        return until > completed ? until : 0;
+    }
+
+    /**
      * Posts one work request and returns its sequence number (1, 2, ...), or a BLOCKED_ON_ value
      * when it has to wait (nothing was posted then). [size] &lt; 0 means the whole buffer; remote
      * operations address the peer's buffer [remoteBuffer] of its QP [remoteQp] at [remoteOffset].
@@ -303,6 +353,7 @@ public final class QpEngine {
         long blocked = blockedOn(kind);
         if (blocked != 0) return blocked;
         int bytes = effectiveSize(kind, size);
+        if (bytes > 0 && bufferBusyUntil(kind, buffer) != 0) return BLOCKED_ON_BUFFER;
         long seq = posted + 1;
         int at = (int) (seq & ringMask);
         boolean signaled = seq % config.signalEvery() == 0;
@@ -317,8 +368,9 @@ public final class QpEngine {
         SendCompletion op = ringOps[at];
         op.seq = seq;
         long wrId = signaled ? dispatcher.register(op) : UNSIGNALED;
-        int flags = (signaled ? SendFlags.SIGNALED : SendFlags.NONE)
-                | (kind.mayInline() && bytes > 0 && bytes <= maxInline ? SendFlags.INLINE : 0);
+        boolean inline = kind.mayInline() && bytes > 0 && bytes <= maxInline;
+        int flags = (signaled ? SendFlags.SIGNALED : SendFlags.NONE) | (inline ? SendFlags.INLINE : 0);
+        long resultWord = resultWordOf(seq);
         ringKind[at] = (byte) kind.ordinal();
         ringSize[at] = bytes;
         ringLocalOffset[at] = localOffset;
@@ -331,14 +383,23 @@ public final class QpEngine {
                 case WRITE -> qp.postWrite(wrId, data, localOffset, bytes, remoteAddress, rkey, flags);
                 case WRITE_WITH_IMM -> qp.postWriteWithImm(wrId, data, localOffset, bytes, remoteAddress, rkey, imm, flags);
                 case READ -> qp.postRead(wrId, data, localOffset, bytes, remoteAddress, rkey, flags);
-                case COMPARE_AND_SWAP -> qp.postCompareAndSwap(wrId, data, localOffset, remoteAddress, rkey, compareAdd, swap, flags);
-                case FETCH_AND_ADD -> qp.postFetchAndAdd(wrId, data, localOffset, remoteAddress, rkey, compareAdd, flags);
+                case COMPARE_AND_SWAP -> qp.postCompareAndSwap(wrId, recv, resultWord, remoteAddress, rkey, compareAdd, swap, flags);
+                case FETCH_AND_ADD -> qp.postFetchAndAdd(wrId, recv, resultWord, remoteAddress, rkey, compareAdd, flags);
             }
         } catch (RuntimeException e) {
             if (signaled) dispatcher.unregister(wrId);
             throw e;
         }
         posted = seq;
+        if (bytes > 0) {
+            switch (kind) {
+                case SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM -> {
+                    if (!inline) readFrom[buffer] = seq; // inline data was copied at the post
+                }
+                case READ -> readInto[buffer] = seq;
+                case COMPARE_AND_SWAP, FETCH_AND_ADD -> atomicInto[buffer] = seq;
+            }
+        }
         stats.posted++;
         if (signaled) lastSignaled = seq;
         if (kind.consumesPeerReceive()) stats.messagesSent++;
@@ -404,6 +465,14 @@ public final class QpEngine {
         postCreditWrite();
     }
 
+    /**
+     * The result word of work request [seq]: at most sendDepth are in flight, numbered
+     * consecutively, so seq mod sendDepth names a word no other one in flight uses.
+     */
+    private long resultWordOf(long seq) {
+        return resultWords + (seq % config.sendDepth()) * 8;
+    }
+
     private void completeThrough(long seq) {
         for (long s = completed + 1; s <= seq; s++) {
             int at = (int) (s & ringMask);
@@ -411,7 +480,12 @@ public final class QpEngine {
             stats.operations++;
             if (kind.writesLocalBuffer()) {
                 stats.bytesReceived += ringSize[at];
-                if (kind.isAtomic()) ringResult[at] = data.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, ringLocalOffset[at]);
+                if (kind.isAtomic()) {
+                    long old = recv.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, resultWordOf(s));
+                    ringResult[at] = old;
+                    // In completion order: the buffer ends with the old value of the last atomic aimed at it.
+                    data.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, ringLocalOffset[at], old);
+                }
             } else {
                 stats.bytesSent += ringSize[at];
             }
