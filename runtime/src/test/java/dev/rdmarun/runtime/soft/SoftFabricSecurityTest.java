@@ -147,7 +147,10 @@ class SoftFabricSecurityTest {
         b = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);
         Side y = side(b, 2);
-        connect(x, y.endpoint(), FabricKey.random(), 8); // ~1 ms ACK timeout: a wrong key never answers
+        // ~1 ms ACK timeout, and 0.1 s of waiting for a first connection: a wrong key never answers
+        x.qp().modifyToRtr(RtrAttributes.of(y.endpoint(), 1, x.gid().index(), y.endpoint().mtu())
+                .withFabricKey(FabricKey.random()).withConnectTimeout(java.time.Duration.ofMillis(100)));
+        x.qp().modifyToRts(RtsAttributes.of(x.endpoint().psn()).withRetry(8, 7));
         connect(y, x.endpoint(), FabricKey.random(), 8);
         x.mr().segment().set(ValueLayout.JAVA_LONG, 0, 9L);
         x.qp().postWrite(1, x.mr(), 0, 8, y.mr().address(), y.mr().rkey(), SendFlags.SIGNALED);
@@ -158,6 +161,9 @@ class SoftFabricSecurityTest {
             String hint = wc.failure(0).hint();
             assertTrue(hint.contains("soft0 TCP port") && !hint.contains("UDP 4791"), hint);
         }
+        String trouble = x.qp().connectionTrouble();
+        assertTrue(trouble != null && trouble.contains("within 100ms: it closed ")
+                && trouble.contains("the two sides' fabric keys differ"), trouble);
         assertEquals(0L, y.mr().segment().get(ValueLayout.JAVA_LONG, 0), "nothing written");
     }
 
