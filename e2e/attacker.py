@@ -12,7 +12,11 @@ Every mode is bounded in time and prints one result line, key=value pairs, for t
                             (text= shows it, escaped)
   drip-server PORT SECONDS  listens; to whoever connects, sends one byte a second
   scan HOST PORT N          opens and closes N connections (a port scan)
+  idle HOST PORT N SECONDS  holds N idle connections (nothing sent) for SECONDS, opening a new one
+                            whenever the listener closes one, so they keep its unauthenticated slots
 """
+import select
+import signal
 import socket
 import struct
 import sys
@@ -169,9 +173,42 @@ def scan(host, port, n):
     print(f"connections={n} refused={refused}")
 
 
+def idle(host, port, n, seconds):
+    """N idle connections, each replaced as soon as the listener closes it; says when all N were open."""
+    stop = time.monotonic() + float(seconds)
+    held, opened, closed, failed = [], 0, 0, 0
+    ready = False
+    ended = []
+    signal.signal(signal.SIGTERM, lambda *_: ended.append(1))  # the suite ends it: still print the counts
+    while time.monotonic() < stop and not ended:
+        while len(held) < int(n) and time.monotonic() < stop and not ended:
+            try:
+                held.append(connect(host, port, 2))
+                opened += 1
+            except OSError:
+                failed += 1
+                time.sleep(0.02)  # the listener is gone or its backlog is full: not a busy loop
+        if not ready:
+            print(f"holding {n} idle connections", flush=True)
+            ready = True
+        readable, _, _ = select.select(held, [], [], 0.02)
+        for s in readable:
+            try:
+                gone = not s.recv(64)
+            except OSError:
+                gone = True
+            if gone:
+                s.close()
+                held.remove(s)
+                closed += 1
+    for s in held:
+        s.close()
+    print(f"opened={opened} connections_closed_by_listener={closed} failed={failed}")
+
+
 def main(argv):
     modes = {"soft0-forge": soft0_forge, "flood": flood, "drip": drip, "stray": stray,
-             "drip-server": drip_server, "scan": scan}
+             "drip-server": drip_server, "scan": scan, "idle": idle}
     if len(argv) < 2 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
