@@ -1,23 +1,17 @@
 package dev.rdmarun.runtime.soft;
 
+import static dev.rdmarun.runtime.soft.SoftFabricSecurityTest.listener;
+import static dev.rdmarun.runtime.soft.SoftFabricSecurityTest.side;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.rdmarun.runtime.Access;
-import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.FabricKey;
-import dev.rdmarun.runtime.GidEntry;
-import dev.rdmarun.runtime.MemoryRegion;
-import dev.rdmarun.runtime.ProtectionDomain;
 import dev.rdmarun.runtime.QpEndpoint;
-import dev.rdmarun.runtime.QueuePair;
-import dev.rdmarun.runtime.QueuePairConfig;
-import dev.rdmarun.runtime.RtrAttributes;
-import dev.rdmarun.runtime.RtsAttributes;
 import dev.rdmarun.runtime.SendFlags;
 import dev.rdmarun.runtime.WcStatus;
+import dev.rdmarun.runtime.soft.SoftFabricSecurityTest.Side;
 import java.io.IOException;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
@@ -30,10 +24,8 @@ import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
@@ -45,7 +37,6 @@ import org.junit.jupiter.api.Test;
  * until its connect timeout instead of spending its retries on a listener that closes it.
  */
 class SoftFloodTest {
-    private static final Set<Access> ALL = EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
     /** The DSL's default retries (7 of 67 ms): about 0.5 s without an answer ends a request. */
     private static final int RETRY_TIMEOUT = 14;
     private final List<AutoCloseable> opened = new ArrayList<>();
@@ -58,28 +49,6 @@ class SoftFloodTest {
         for (AutoCloseable c : opened) c.close();
         if (a != null) a.close();
         if (b != null) b.close();
-    }
-
-    private record Side(QueuePair qp, CompletionQueue cq, MemoryRegion mr, QpEndpoint endpoint, GidEntry gid) {}
-
-    private static Side side(Context c, int psn) {
-        ProtectionDomain pd = c.allocateProtectionDomain();
-        CompletionQueue cq = c.createCompletionQueue(64);
-        QueuePair qp = pd.createQueuePair(QueuePairConfig.rc(cq).withDepth(16, 16));
-        qp.modifyToInit(1, ALL);
-        GidEntry gid = c.defaultGid(1);
-        MemoryRegion mr = pd.registerMemory(4096, ALL);
-        return new Side(qp, cq, mr, qp.localEndpoint(1, gid.index(), psn), gid);
-    }
-
-    private static void connect(Side s, QpEndpoint remote, FabricKey key, Duration connectTimeout) {
-        s.qp().modifyToRtr(RtrAttributes.of(remote, 1, s.gid().index(), remote.mtu()).withFabricKey(key)
-                .withConnectTimeout(connectTimeout));
-        s.qp().modifyToRts(RtsAttributes.of(s.endpoint().psn()).withRetry(RETRY_TIMEOUT, 7));
-    }
-
-    private static InetSocketAddress listener(Side s) {
-        return new InetSocketAddress(SoftFabric.address(s.endpoint().gid()), s.endpoint().lid());
     }
 
     private static TcpTransport transport(Context c) {
@@ -136,15 +105,16 @@ class SoftFloodTest {
     @Test
     void sixtyFourIdleConnectionsBeforeThePeerDoNotKeepItOut() throws Exception {
         System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "tcp");
+        // Each port is flooded as soon as it exists, before anything connects to it.
         a = Context.open(SoftDevice.NAME);
-        b = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);
-        Side y = side(b, 2);
         flood(listener(x), 64);
+        b = Context.open(SoftDevice.NAME);
+        Side y = side(b, 2);
         flood(listener(y), 64);
         FabricKey key = FabricKey.random();
-        connect(x, y.endpoint(), key, Duration.ofSeconds(20));
-        connect(y, x.endpoint(), key, Duration.ofSeconds(20));
+        SoftFabricSecurityTest.connect(x, y.endpoint(), key, RETRY_TIMEOUT, Duration.ofSeconds(20));
+        SoftFabricSecurityTest.connect(y, x.endpoint(), key, RETRY_TIMEOUT, Duration.ofSeconds(20));
         writeAndCheck(x, y, 41L);
         writeAndCheck(y, x, 42L);
         assertTrue(transport(b).evictedConnections() >= 48, "the flood's connections were evicted and counted");
@@ -201,7 +171,7 @@ class SoftFloodTest {
         FabricKey key = FabricKey.random();
         try (ServerSocket peer = new ServerSocket(0, 50, SoftFabric.address(x.endpoint().gid()))) {
             QpEndpoint remote = new QpEndpoint(peer.getLocalPort(), 0x4242, 7, x.endpoint().gid(), x.endpoint().mtu());
-            connect(x, remote, key, Duration.ofSeconds(20));
+            SoftFabricSecurityTest.connect(x, remote, key, RETRY_TIMEOUT, Duration.ofSeconds(20));
             x.qp().postWrite(1, x.mr(), 0, 8, 0x1000, 0x77, SendFlags.SIGNALED);
             // Closed unanswered past the 0.5 s of retries: 20 + 40 + ... + 500 + 500 ms of back-off.
             for (int i = 0; i < 8; i++) closeUnanswered(peer);
@@ -226,7 +196,7 @@ class SoftFloodTest {
         Side x = side(a, 1);
         try (ServerSocket peer = new ServerSocket(0, 50, SoftFabric.address(x.endpoint().gid()))) {
             QpEndpoint remote = new QpEndpoint(peer.getLocalPort(), 0x4242, 7, x.endpoint().gid(), x.endpoint().mtu());
-            connect(x, remote, FabricKey.random(), Duration.ofMillis(300));
+            SoftFabricSecurityTest.connect(x, remote, FabricKey.random(), RETRY_TIMEOUT, Duration.ofMillis(300));
             Thread closer = Thread.ofVirtual().start(() -> {
                 try {
                     while (true) closeUnanswered(peer); // until the listener is closed
