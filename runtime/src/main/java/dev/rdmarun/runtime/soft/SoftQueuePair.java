@@ -628,7 +628,7 @@ final class SoftQueuePair extends QueuePair {
         String outbound = l instanceof TcpTransport.Connection c ? c.trouble(timeout) : null;
         long evicted = context.transport.evictedConnections();
         String inbound = evicted == 0 ? null : "this side's soft0 port evicted " + evicted
-                + " idle unauthenticated connections (a flood?)";
+                + " unauthenticated connections (a flood?)";
         if (outbound == null) return inbound;
         return inbound == null ? outbound : outbound + "; " + inbound;
     }

@@ -59,7 +59,7 @@ import org.jctools.queues.atomic.MpscAtomicArrayQueue;
  * ms; unless an attempt was refused (nothing listens there), its QPs do not count their retries
  * meanwhile, until their connect timeout
  * ({@link dev.rdmarun.runtime.RtrAttributes#withConnectTimeout}) has passed
- * ({@link #connectionTrouble} then says what went wrong).
+ * ({@link dev.rdmarun.runtime.QueuePair#connectionTrouble} then says what went wrong).
  *
  * <p>Frames: a u32 length, a {@value #HEADER}-byte header (kind, opcode, rnr timer, QPNs, PSN, LID,
  * remote address, rkey, immediate, atomic operands, READ length, payload length) and the payload.
@@ -256,8 +256,7 @@ final class TcpTransport {
 
     /** The slot to free: one that sent nothing yet first, then of the source holding most slots, the oldest. */
     private Connection victim() {
-        java.util.Map<InetAddress, Integer> held = new java.util.HashMap<>();
-        for (Connection c : unauthenticated) held.merge(c.source, 1, Integer::sum);
+        java.util.Map<InetAddress, Integer> held = slotsBySource();
         Connection best = null;
         for (Connection c : unauthenticated) { // oldest first: a later one replaces best only when strictly worse off
             if (best == null || !c.heard && best.heard
@@ -282,10 +281,15 @@ final class TcpTransport {
 
     /** How many unauthenticated slots each source address holds now. */
     java.util.Map<InetAddress, Integer> unauthenticatedBySource() {
-        java.util.Map<InetAddress, Integer> held = new java.util.HashMap<>();
         synchronized (unauthenticated) {
-            for (Connection c : unauthenticated) held.merge(c.source, 1, Integer::sum);
+            return slotsBySource();
         }
+    }
+
+    /** The slots each source holds (the lock on unauthenticated held). */
+    private java.util.Map<InetAddress, Integer> slotsBySource() {
+        java.util.Map<InetAddress, Integer> held = new java.util.HashMap<>();
+        for (Connection c : unauthenticated) held.merge(c.source, 1, Integer::sum);
         return held;
     }
 
