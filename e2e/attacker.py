@@ -26,12 +26,16 @@ Every mode is bounded in time and prints one result line, key=value pairs, for t
                             every 64-hex-digit string in the FILEs (a recorded control connection)
                             tried as soft0's fabric key at a soft0 port; authenticated=N counts the
                             keys the port accepted
+  idle HOST PORT N SECONDS  holds N idle connections (nothing sent) for SECONDS, opening a new one
+                            whenever the listener closes one, so they keep its unauthenticated slots
 """
 import hashlib
 import hmac
 import json
 import os
 import re
+import select
+import signal
 import socket
 import struct
 import sys
@@ -188,6 +192,43 @@ def scan(host, port, n):
     print(f"connections={n} refused={refused}")
 
 
+def idle(host, port, n, seconds):
+    """N idle connections, each replaced as soon as the listener closes it; says when all N were open."""
+    stop = time.monotonic() + float(seconds)
+    held, opened, closed, failed = [], 0, 0, 0
+    ready = False
+    ended = []
+    signal.signal(signal.SIGTERM, lambda *_: ended.append(1))  # the suite ends it: still print the counts
+    while time.monotonic() < stop and not ended:
+        while len(held) < int(n) and time.monotonic() < stop and not ended:
+            try:
+                s = connect(host, port, 2)
+                # Closed with a reset: tens of thousands of replaced connections leave no TIME_WAIT behind.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                held.append(s)
+                opened += 1
+            except OSError:
+                failed += 1
+                time.sleep(0.02)  # the listener is gone or its backlog is full: not a busy loop
+        if not ready:
+            print(f"holding {n} idle connections", flush=True)
+            ready = True
+        readable, _, _ = select.select(held, [], [], 0.02)
+        for s in readable:
+            try:
+                gone = not s.recv(64)
+            except OSError:
+                gone = True
+            if gone:
+                s.close()
+                held.remove(s)
+                closed += 1
+        time.sleep(0.05)  # replaces what was closed every 50 ms: the slots stay taken, the host stays usable
+    for s in held:
+        s.close()
+    print(f"opened={opened} connections_closed_by_listener={closed} failed={failed}")
+
+
 def read_frame(s):
     """One control-connection frame as (type, JSON text); raises OSError at the end."""
     def exactly(n):
@@ -331,7 +372,7 @@ def soft0_try_keys(host, port, *paths):
 def main(argv):
     modes = {"soft0-forge": soft0_forge, "flood": flood, "drip": drip, "stray": stray,
              "drip-server": drip_server, "scan": scan, "echo-intro": echo_intro, "relay": relay,
-             "replay": replay, "soft0-try-keys": soft0_try_keys}
+             "replay": replay, "soft0-try-keys": soft0_try_keys, "idle": idle}
     if len(argv) < 2 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2

@@ -27,7 +27,7 @@ CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_
        control_token peer_text_escaped soft0_message_too_long bad_gid_before_client
        script_empty script_no_rdma script_binary script_not_utf8 script_many_errors script_exception script_system_exit
        script_busy_interrupted cache_planted_jar cache_open_folder cache_scripts_link
-       control_echo_intro control_replay soft0_observer)
+       control_echo_intro control_replay soft0_observer soft0_flood_first)
 
 # The TCP ports JVM pid $1 listens on, one per line.
 listening_ports() {
@@ -590,6 +590,32 @@ case_cache_scripts_link() {
   expect_good_not_planted "$theirs" good2 || ok=1
   expect_log good2 "not using the compiled-script cache $theirs/scripts" || ok=1
   [ "$(stat -c %a "$open")" = 1777 ] || { why="${why:+$why; }the link's target $open was chmod-ed to $(stat -c %a "$open")"; ok=1; }
+# 64 idle connections to the server's soft0 port before the client starts, each replaced as soon
+# as the listener closes it, so they hold its 16 unauthenticated slots: the client's connection
+# still gets one (the listener evicts an idle one) and the run succeeds with its data intact.
+case_soft0_flood_first() {
+  local port=18811 ok=0 p= _
+  local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=3)
+  start server "$RDMA_RUN" "${args[@]}" --listen "$port"
+  wait_listen "$port" server || return 1
+  server_jvm=$(java_pid server)
+  # The soft0 port opens just after the control port, before any client (the QPs are made first).
+  for _ in $(seq 1 100); do
+    p=$(listening_ports "$server_jvm" | grep -vx "$port" | head -n 1)
+    [ -n "$p" ] && break
+    sleep 0.1
+  done
+  if [ -z "$p" ]; then
+    why="the server opened no soft0 port before its client came"
+    return 1
+  fi
+  start attacker "${ATTACKER[@]}" idle "$(listening_address "$server_jvm" "$p")" "$p" 64 60
+  wait_log attacker "holding 64 idle connections" || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
+  expect_guarded_ok || ok=1
+  kill "$pid_attacker" 2>/dev/null # it prints what it saw as it ends
+  finish attacker
+  note "soft0 port $p flooded before the client: $(grep -F opened= "$case_dir/attacker.log" | cut -c1-120)"
   return $ok
 }
 

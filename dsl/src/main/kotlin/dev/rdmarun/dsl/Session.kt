@@ -28,6 +28,7 @@ import java.util.concurrent.RejectedExecutionException
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.TimeoutException
 import java.util.concurrent.atomic.AtomicReference
+import kotlin.time.toJavaDuration
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
@@ -339,7 +340,8 @@ internal class Session(
             if (cap != null) mtu = Mtu.min(mtu, cap)
             pathMtu = mtu
             val qp = d.engine.queuePair()
-            qp.modifyToRtr(RtrAttributes.of(endpoint, settings.port, gidIndex, mtu).withMaxDestRdAtomic(incoming).withFabricKey(fabricKey))
+            qp.modifyToRtr(RtrAttributes.of(endpoint, settings.port, gidIndex, mtu).withMaxDestRdAtomic(incoming).withFabricKey(fabricKey)
+                .withConnectTimeout(settings.timeout.toJavaDuration())) // soft0 waits for its first connection that long
             qp.modifyToRts(RtsAttributes.of(psns[d.index])
                 .withRnrRetry(settings.rnrRetry)
                 .withRetry(settings.retryTimeout, settings.retryCount)

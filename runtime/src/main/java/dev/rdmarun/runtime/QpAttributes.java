@@ -29,6 +29,7 @@ public final class QpAttributes {
     private int rnrRetry;
     private int maxRdAtomic;
     private FabricKey fabricKey;
+    private java.time.Duration connectTimeout;
 
     public QpAttributes state(QpState s) {
         state = s;
@@ -76,6 +77,12 @@ public final class QpAttributes {
     /** soft0's connection secret ({@link FabricKey}); not a verbs attribute, so no mask bit: hardware never sees it. */
     public QpAttributes fabricKey(FabricKey k) {
         fabricKey = k;
+        return this;
+    }
+
+    /** soft0's connect timeout ({@link RtrAttributes#withConnectTimeout}); no mask bit either: null is soft0's default. */
+    public QpAttributes connectTimeout(java.time.Duration d) {
+        connectTimeout = d;
         return this;
     }
 
@@ -157,6 +164,8 @@ public final class QpAttributes {
     public QpState state() { return state; }
     public QpState currentState() { return currentState; }
     public FabricKey fabricKey() { return fabricKey; }
+    /** soft0's connect timeout, or null for its default. */
+    public java.time.Duration connectTimeout() { return connectTimeout; }
     public Set<Access> access() { return access; }
     public int pkeyIndex() { return pkeyIndex; }
     public int port() { return port; }

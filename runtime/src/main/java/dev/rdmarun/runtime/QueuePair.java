@@ -80,7 +80,7 @@ public abstract non-sealed class QueuePair extends VerbsResource {
                 .rqPsn(remote.psn())
                 .addressVector(new AddressVector(remote.lid(), remote.gid(), r.sgidIndex(), r.port(), r.hopLimit(),
                         r.trafficClass(), r.serviceLevel()))
-                .fabricKey(r.fabricKey());
+                .fabricKey(r.fabricKey()).connectTimeout(r.connectTimeout());
         if (config.type() == QpType.RC) a.maxDestRdAtomic(r.maxDestRdAtomic()).minRnrTimer(r.minRnrTimer());
         modify(a, QpState.INIT, errno -> "the local GID index " + r.sgidIndex()
                 + " may be wrong or of another RoCE version/IP family than the peer's GID " + remote.gid() + "; "
@@ -94,6 +94,15 @@ public abstract non-sealed class QueuePair extends VerbsResource {
             a.timeout(r.timeout()).retryCount(r.retryCount()).rnrRetry(r.rnrRetry()).maxRdAtomic(r.maxRdAtomic());
         }
         modify(a, QpState.RTR, null);
+    }
+
+    /**
+     * What kept this QP's provider from reaching its peer, in one sentence, when it knows more than
+     * a completion status says (soft0: its first TCP connection never authenticated, or its port
+     * evicted a flood of unauthenticated connections); null otherwise. For failure reports.
+     */
+    public String connectionTrouble() {
+        return null;
     }
 
     /** Any state→ERR: outstanding work requests complete with WR_FLUSH_ERR. */

@@ -519,9 +519,16 @@ public final class QpEngine {
         if (status == WcStatus.WR_FLUSH_ERR && failure != null) return;
         VerbsException v = completions.failure(i);
         String down = portDown();
+        String trouble = status == WcStatus.RETRY_EXC_ERR ? qp.connectionTrouble() : null;
+        String hint = down != null ? PORT_DOWN_HINT : trouble != null ? CONNECTION_HINT : v.hint();
         fail(new VerbsException(what + " on QP " + index + " (qpn " + qp.qpNum() + ") failed with " + status.name()
-                + ": " + status.text() + (down == null ? "" : "; " + down), down == null ? v.hint() : PORT_DOWN_HINT));
+                + ": " + status.text() + (down == null ? "" : "; " + down) + (trouble == null ? "" : "; " + trouble), hint));
     }
+
+    /** When the provider said why the QP could not reach its peer: the GID is not the question then. */
+    private static final String CONNECTION_HINT = "the peer's soft0 listener must answer this side within the"
+            + " scenario's --timeout: check that the peer still runs and that its address is reachable from here (a"
+            + " flood of connections to a soft0 port is named above when one was seen)";
 
     private static final String PORT_DOWN_HINT =
             "the link under the device went down: bring it up (ip link set DEV up; rdma link show) and run again";

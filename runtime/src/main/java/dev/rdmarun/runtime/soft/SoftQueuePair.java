@@ -68,6 +68,8 @@ final class SoftQueuePair extends QueuePair {
      */
     static final int ACK_EVERY = 16;
     static final int ACK_EVERY_BYTES = 1 << 18;
+    /** The connect timeout of a QP whose RTR named none: the DSL's default scenario timeout. */
+    static final long DEFAULT_CONNECT_TIMEOUT_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
 
     private final SoftContext context;
     private final SoftProtectionDomain pd;
@@ -99,6 +101,8 @@ final class SoftQueuePair extends QueuePair {
     private int maxDestRdAtomic;
     private int nextPsn;
     private long ackTimeoutNanos;
+    /** How long ACK timeouts do not count as retries while the first TCP connection to the peer is made. */
+    private long connectTimeoutNanos = DEFAULT_CONNECT_TIMEOUT_NANOS;
     private int retryCount;
     private int rnrRetry;
     private int maxRdAtomic;
@@ -122,6 +126,8 @@ final class SoftQueuePair extends QueuePair {
     private long ackDeadline;
     private int rnrLeft;
     private int retriesLeft;
+    /** When this QP stops waiting for its first TCP connection (0: it has not waited yet). */
+    private long connectDeadline;
 
     // ---- responder: the last atomic, replayed for a duplicate of it ----
     private int lastAtomicPsn = -1;
@@ -251,6 +257,9 @@ final class SoftQueuePair extends QueuePair {
                 releaseKey();
                 fabricKey = key;
                 tcpKey = key;
+                connectDeadline = 0;
+                connectTimeoutNanos = a.connectTimeout() == null ? DEFAULT_CONNECT_TIMEOUT_NANOS
+                        : Math.max(0, a.connectTimeout().toNanos());
             }
             if (a.has(QpAttr.DEST_QPN)) destQpn = a.destQpn();
             if (a.has(QpAttr.RQ_PSN)) expectedPsn = a.rqPsn() & PSN_MASK;
@@ -579,7 +588,10 @@ final class SoftQueuePair extends QueuePair {
                 send = true;
             }
             if (ackDeadline != 0 && now - ackDeadline >= 0) {
-                if (retriesLeft-- > 0) {
+                if (waitsForConnection(now)) {
+                    // Its requests are still queued on the connection: nothing was lost, nothing to resend.
+                    ackDeadline = now + ackTimeoutNanos;
+                } else if (retriesLeft-- > 0) {
                     rewind();
                     send = true;
                 } else {
@@ -592,6 +604,33 @@ final class SoftQueuePair extends QueuePair {
             if (rnrDeadline == 0) return ackDeadline;
             return ackDeadline == 0 || rnrDeadline - ackDeadline < 0 ? rnrDeadline : ackDeadline;
         }
+    }
+
+    /**
+     * Whether an ACK timeout is no retry: the first TCP connection to the peer is still being made
+     * (its listener may be slow to answer, or busy with a flood) and the connect timeout has not
+     * passed since the first such timeout (lock held).
+     */
+    private boolean waitsForConnection(long now) {
+        if (!(link instanceof TcpTransport.Connection c) || !c.connecting()) return false;
+        if (connectDeadline == 0) connectDeadline = now + connectTimeoutNanos;
+        return now - connectDeadline < 0;
+    }
+
+    @Override
+    public String connectionTrouble() {
+        Link l;
+        long timeout;
+        synchronized (lock) {
+            l = link;
+            timeout = connectTimeoutNanos;
+        }
+        String outbound = l instanceof TcpTransport.Connection c ? c.trouble(timeout) : null;
+        long evicted = context.transport.evictedConnections();
+        String inbound = evicted == 0 ? null : "this side's soft0 port evicted " + evicted
+                + " unauthenticated connections (a flood?)";
+        if (outbound == null) return inbound;
+        return inbound == null ? outbound : outbound + "; " + inbound;
     }
 
     /** IB spec encoding of min_rnr_timer in microseconds (0 = 655.36 ms, 1 = 0.01 ms ... 31 = 491.52 ms). */

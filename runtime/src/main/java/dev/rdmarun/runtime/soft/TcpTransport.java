@@ -23,7 +23,6 @@ import java.util.HexFormat;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import javax.crypto.Mac;
@@ -47,9 +46,20 @@ import org.jctools.queues.atomic.MpscAtomicArrayQueue;
  *       the acceptor checks it (else closes).</li>
  * </ol>
  * A connection must finish this within {@value #AUTH_DEADLINE_MS} ms; at most
- * {@value #MAX_UNAUTHENTICATED} accepted connections per context may be authenticating at once
- * (more are closed at once); an authenticated connection that carried nothing for
- * {@value #IDLE_DEADLINE_MS} ms while no QP of the context uses its key is closed.
+ * {@value #MAX_UNAUTHENTICATED} accepted connections per context may be authenticating at once.
+ * A connection accepted when they are all taken always gets a slot: the acceptor evicts (closes
+ * and counts) one of them, one that sent nothing yet first, of the source address that holds the
+ * most slots, the oldest of those. So idle connections opened before a peer arrives (a flood)
+ * cannot keep it out, and a source with many slots loses one before a source with one. An
+ * authenticated connection that carried nothing for {@value #IDLE_DEADLINE_MS} ms while no QP
+ * of the context uses its key is closed.
+ *
+ * <p>A connector keeps what its QPs queued until its first connection authenticates, and tries
+ * again after each failure, backing off from {@value #MIN_BACKOFF_MS} ms to {@value #MAX_BACKOFF_MS}
+ * ms; unless an attempt was refused (nothing listens there), its QPs do not count their retries
+ * meanwhile, until their connect timeout
+ * ({@link dev.rdmarun.runtime.RtrAttributes#withConnectTimeout}) has passed
+ * ({@link dev.rdmarun.runtime.QueuePair#connectionTrouble} then says what went wrong).
  *
  * <p>Frames: a u32 length, a {@value #HEADER}-byte header (kind, opcode, rnr timer, QPNs, PSN, LID,
  * remote address, rkey, immediate, atomic operands, READ length, payload length) and the payload.
@@ -96,14 +106,19 @@ final class TcpTransport {
     /** The largest payload of a next request that lets the responder defer the ACK of the one before. */
     static final int FOLLOWING_PAYLOAD = 1 << 16;
     private static final int CONNECT_TIMEOUT_MS = 3000;
-    private static final long RECONNECT_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+    /** A connector's wait after its first failed attempt, doubled after each next one up to MAX_BACKOFF_MS. */
+    static final int MIN_BACKOFF_MS = 20;
+    static final int MAX_BACKOFF_MS = 500;
     private static final long SWEEP_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     private final SoftContext context;
     private final ConcurrentHashMap<InetAddress, ServerSocketChannel> listeners = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Route, Connection> outbound = new ConcurrentHashMap<>();
     private final Set<Connection> connections = ConcurrentHashMap.newKeySet();
-    private final AtomicInteger authenticating = new AtomicInteger();
+    /** Accepted connections still authenticating, oldest first (guarded by itself). */
+    private final java.util.List<Connection> unauthenticated = new java.util.ArrayList<>();
+    /** Unauthenticated connections closed to make room for a newer one. */
+    private final AtomicLong evicted = new AtomicLong();
     private volatile Thread sweeper;
     /** Frames of authenticated connections skipped unread (for no QP, or a QP not behind their key). */
     private final AtomicLong skippedFrames = new AtomicLong();
@@ -203,19 +218,79 @@ final class TcpTransport {
         while (!closed && server.isOpen()) {
             try {
                 SocketChannel s = server.accept();
-                if (authenticating.incrementAndGet() > MAX_UNAUTHENTICATED || closed) {
-                    authenticating.decrementAndGet();
+                if (closed) {
                     closeQuietly(s);
                     continue;
                 }
                 s.setOption(StandardSocketOptions.TCP_NODELAY, true);
-                Connection c = start(new Connection(null, s));
+                Connection c = new Connection(null, s);
+                admit(c);
+                start(c);
                 Thread.ofVirtual().name(context.deviceName() + "-tcp-auth").start(c::acceptorLoop);
             } catch (IOException | RuntimeException | Error e) {
                 if (closed || !server.isOpen()) return;
                 // one failed accept (out of descriptors, say) must not end the listener
             }
         }
+    }
+
+    /**
+     * Gives c one of the MAX_UNAUTHENTICATED slots, evicting an unauthenticated connection when
+     * they are all taken: a newcomer may be the peer, while those that hold slots are idle or
+     * slow (see the class comment for which one goes).
+     */
+    private void admit(Connection c) {
+        Connection victim = null;
+        synchronized (unauthenticated) {
+            if (unauthenticated.size() >= MAX_UNAUTHENTICATED) {
+                victim = victim();
+                unauthenticated.remove(victim);
+            }
+            unauthenticated.add(c);
+        }
+        if (victim != null) {
+            evicted.incrementAndGet();
+            victim.closeSocket(); // its handshake fails, and its thread forgets it
+        }
+    }
+
+    /** The slot to free: one that sent nothing yet first, then of the source holding most slots, the oldest. */
+    private Connection victim() {
+        java.util.Map<InetAddress, Integer> held = slotsBySource();
+        Connection best = null;
+        for (Connection c : unauthenticated) { // oldest first: a later one replaces best only when strictly worse off
+            if (best == null || !c.heard && best.heard
+                    || c.heard == best.heard && held.get(c.source) > held.get(best.source)) {
+                best = c;
+            }
+        }
+        return best;
+    }
+
+    /** Whether c still held an unauthenticated slot (false: it was evicted); it holds none now. */
+    private boolean leaveSlot(Connection c) {
+        synchronized (unauthenticated) {
+            return unauthenticated.remove(c);
+        }
+    }
+
+    /** Unauthenticated connections this context's listeners closed to make room for newer ones. */
+    long evictedConnections() {
+        return evicted.get();
+    }
+
+    /** How many unauthenticated slots each source address holds now. */
+    java.util.Map<InetAddress, Integer> unauthenticatedBySource() {
+        synchronized (unauthenticated) {
+            return slotsBySource();
+        }
+    }
+
+    /** The slots each source holds (the lock on unauthenticated held). */
+    private java.util.Map<InetAddress, Integer> slotsBySource() {
+        java.util.Map<InetAddress, Integer> held = new java.util.HashMap<>();
+        for (Connection c : unauthenticated) held.merge(c.source, 1, Integer::sum);
+        return held;
     }
 
     /** Closes connections past their deadline: unauthenticated after AUTH_DEADLINE_MS, unused and idle after IDLE_DEADLINE_MS. */
@@ -295,11 +370,32 @@ final class TcpTransport {
         private volatile FabricKey key;
         private volatile long openedAt = System.nanoTime();
         private volatile long lastActivity = System.nanoTime();
+        /** Accepted: the address it came from, and whether it has sent anything yet (an idle one is evicted first). */
+        private final InetAddress source;
+        private volatile boolean heard;
+        /** Outbound: whether it ever authenticated; until then its QPs' retries wait (see the class comment). */
+        private volatile boolean authenticated;
+        /** Outbound, before it first authenticated: attempts, those the listener closed before answering, the last failure. */
+        private volatile int attempts;
+        private volatile int closedUnanswered;
+        private volatile String lastFailure;
+        /** Outbound: whether its last attempt was refused (no listener: its QPs stop waiting for it). */
+        private volatile boolean refused;
+        /** Set in connect() once the hello is sent and once the listener answered it (writer thread). */
+        private boolean helloSent;
+        private boolean answered;
         Thread writer;
 
         Connection(Route route, SocketChannel accepted) {
             this.route = route;
             this.socket = accepted;
+            InetAddress from = null;
+            try {
+                if (accepted != null && accepted.getRemoteAddress() instanceof InetSocketAddress a) from = a.getAddress();
+            } catch (IOException e) {
+                // closed already: it gets a slot of its own and ends at once
+            }
+            this.source = from;
         }
 
         /** The key this connection authenticated with, or null. */
@@ -343,6 +439,33 @@ final class TcpTransport {
             });
         }
 
+        /**
+         * Outbound, while it has not authenticated yet: whether its QPs should keep waiting for it
+         * (it is alive, and its last attempt was not refused); once it authenticated, or when
+         * nothing listens at the peer's port, they count their retries as usual.
+         */
+        boolean connecting() {
+            return route != null && !authenticated && !refused && !dead && !closed;
+        }
+
+        /**
+         * Outbound: why it did not authenticate within timeoutNanos, in one sentence, or null when
+         * it did (or never tried).
+         */
+        String trouble(long timeoutNanos) {
+            int n = attempts;
+            if (route == null || authenticated || n == 0) return null;
+            long ms = TimeUnit.NANOSECONDS.toMillis(timeoutNanos);
+            String head = "could not authenticate to the peer's soft0 port " + route.remote().getAddress().getHostAddress()
+                    + ":" + route.remote().getPort() + " within " + (ms < 1000 ? ms + "ms" : ms / 1000 + "s") + ": ";
+            int unanswered = closedUnanswered;
+            if (unanswered > 0) {
+                return head + "it closed " + unanswered + " of " + n + " attempts before answering (its unauthenticated"
+                        + " slots held by a flood of connections?, or the two sides' fabric keys differ)";
+            }
+            return head + n + " attempts failed, the last with: " + lastFailure;
+        }
+
         /** Accepted connection: authenticates (or closes); once it is, a reader and the writer start. */
         void acceptorLoop() {
             SocketChannel s = socket;
@@ -370,10 +493,10 @@ final class TcpTransport {
                 o.flush();
                 byte[] proof = readExactly(in, MAC_LENGTH);
                 if (!MessageDigest.isEqual(proof, mac(k, CONNECTOR_LABEL, nonceA, nonceC))) return;
+                counted = false;
+                if (!leaveSlot(this)) return; // evicted in the meantime: its socket is closed
                 key = k;
                 lastActivity = System.nanoTime();
-                authenticating.decrementAndGet();
-                counted = false;
                 writer.start();
                 io().name(context.deviceName() + "-tcp-reader").start(() -> {
                     try {
@@ -388,7 +511,7 @@ final class TcpTransport {
             } catch (IOException | RuntimeException | Error e) {
                 // garbage, a peer gone, or a deadline passed: the connection ends
             } finally {
-                if (counted) authenticating.decrementAndGet();
+                if (counted) leaveSlot(this);
                 if (!reading) ended();
             }
         }
@@ -421,7 +544,9 @@ final class TcpTransport {
             System.arraycopy(nonceC, 0, hello, 6 + KEY_ID_LENGTH, NONCE_LENGTH);
             o.write(hello);
             o.flush();
+            helloSent = true;
             byte[] reply = readExactly(in, 4 + 2 + NONCE_LENGTH + MAC_LENGTH);
+            answered = true;
             if (readInt(reply, 0) != MAGIC || ((reply[4] & 0xff) << 8 | reply[5] & 0xff) != VERSION) {
                 throw new IOException("not a soft0 listener");
             }
@@ -433,6 +558,7 @@ final class TcpTransport {
             o.write(mac(route.key(), CONNECTOR_LABEL, nonceA, nonceC));
             o.flush();
             key = route.key();
+            authenticated = true;
             lastActivity = System.nanoTime();
             io().name(context.deviceName() + "-tcp-reader").start(() -> {
                 try {
@@ -462,6 +588,7 @@ final class TcpTransport {
                 s.setSoTimeout((int) left);
                 int r = in.read(b, got, n - got);
                 if (r < 0) throw new EOFException();
+                heard = true;
                 got += r;
             }
             s.setSoTimeout(0);
@@ -473,6 +600,7 @@ final class TcpTransport {
             ByteBuffer slots = ByteBuffer.allocateDirect(BATCH * FRAME_HEADER);
             for (int i = 0; i < BATCH; i++) headers[i] = slots.slice(i * FRAME_HEADER, FRAME_HEADER);
             long retryAfter = 0;
+            long backoff = TimeUnit.MILLISECONDS.toNanos(MIN_BACKOFF_MS);
             SocketChannel output = null;
             while (!closed && !dead) {
                 try {
@@ -480,11 +608,21 @@ final class TcpTransport {
                         if (route == null) {
                             output = socket;
                         } else {
-                            if (out.isEmpty() || System.nanoTime() - retryAfter < 0) {
+                            if (out.isEmpty()) {
                                 sleep();
                                 continue;
                             }
+                            if (!context.keyInUse(route.key())) {
+                                drop(); // no QP waits for these any more (it was destroyed or reset)
+                                continue;
+                            }
+                            long wait = retryAfter - System.nanoTime();
+                            if (wait > 0) {
+                                LockSupport.parkNanos(this, wait); // close() unparks
+                                continue;
+                            }
                             output = connect();
+                            backoff = TimeUnit.MILLISECONDS.toNanos(MIN_BACKOFF_MS);
                         }
                     }
                     if (socket == null) throw new IOException("connection lost");
@@ -493,15 +631,20 @@ final class TcpTransport {
                         sleep();
                     }
                 } catch (IOException | RuntimeException | Error e) {
-                    // The connection failed: what is queued is lost (requesters retry and time out).
+                    // The connection failed: what is queued is lost (requesters retry and time out),
+                    // unless nothing was ever sent on one: that waits for the first to authenticate.
                     output = null;
                     key = null;
                     closeSocket();
-                    drop();
                     if (route == null) {
+                        drop();
                         dead = true; // an accepted connection is not re-made by this side
                     } else {
-                        retryAfter = System.nanoTime() + RECONNECT_BACKOFF_NANOS;
+                        // Refused: nothing listens there (the peer is gone), which no waiting mends.
+                        if (authenticated || e instanceof java.net.ConnectException) drop();
+                        if (!authenticated) failedAttempt(e);
+                        retryAfter = System.nanoTime() + backoff;
+                        backoff = Math.min(2 * backoff, TimeUnit.MILLISECONDS.toNanos(MAX_BACKOFF_MS));
                     }
                 }
             }
@@ -536,6 +679,19 @@ final class TcpTransport {
                 java.util.Arrays.fill(gather, null);
             }
             return true;
+        }
+
+        /** Notes why an attempt to make the first connection failed (for {@link #trouble}). */
+        private void failedAttempt(Throwable e) {
+            // Closed (or reset) by the listener after our hello and before its answer, within our deadline.
+            boolean unanswered = helloSent && !answered && e instanceof IOException
+                    && !(e instanceof SocketTimeoutException)
+                    && System.nanoTime() - openedAt < TimeUnit.MILLISECONDS.toNanos(AUTH_DEADLINE_MS);
+            helloSent = answered = false;
+            if (unanswered) closedUnanswered++;
+            refused = e instanceof java.net.ConnectException;
+            lastFailure = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+            attempts++;
         }
 
         private void sleep() {

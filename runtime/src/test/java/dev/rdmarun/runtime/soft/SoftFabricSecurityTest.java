@@ -48,9 +48,10 @@ class SoftFabricSecurityTest {
         if (b != null) b.close();
     }
 
-    private record Side(QueuePair qp, CompletionQueue cq, MemoryRegion mr, QpEndpoint endpoint, GidEntry gid) {}
+    /** A QP of a context with its CQ, a 4 KiB region open to every access, and its local endpoint. */
+    record Side(QueuePair qp, CompletionQueue cq, MemoryRegion mr, QpEndpoint endpoint, GidEntry gid) {}
 
-    private static Side side(Context c, int psn) {
+    static Side side(Context c, int psn) {
         ProtectionDomain pd = c.allocateProtectionDomain();
         CompletionQueue cq = c.createCompletionQueue(256);
         QueuePair qp = pd.createQueuePair(QueuePairConfig.rc(cq).withDepth(128, 16));
@@ -66,11 +67,17 @@ class SoftFabricSecurityTest {
     }
 
     private static void connect(Side s, QpEndpoint remote, FabricKey key, int timeout) {
-        s.qp().modifyToRtr(RtrAttributes.of(remote, 1, s.gid().index(), remote.mtu()).withFabricKey(key));
+        connect(s, remote, key, timeout, null);
+    }
+
+    /** Connects s to remote with 7 retries of ACK timeout exponent timeout, and this connect timeout (null: soft0's). */
+    static void connect(Side s, QpEndpoint remote, FabricKey key, int timeout, java.time.Duration connectTimeout) {
+        s.qp().modifyToRtr(RtrAttributes.of(remote, 1, s.gid().index(), remote.mtu()).withFabricKey(key)
+                .withConnectTimeout(connectTimeout));
         s.qp().modifyToRts(RtsAttributes.of(s.endpoint().psn()).withRetry(timeout, 7));
     }
 
-    private static InetSocketAddress listener(Side s) {
+    static InetSocketAddress listener(Side s) {
         return new InetSocketAddress(SoftFabric.address(s.endpoint().gid()), s.endpoint().lid());
     }
 
@@ -147,7 +154,8 @@ class SoftFabricSecurityTest {
         b = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);
         Side y = side(b, 2);
-        connect(x, y.endpoint(), FabricKey.random(), 8); // ~1 ms ACK timeout: a wrong key never answers
+        // ~1 ms ACK timeout, and 0.1 s of waiting for a first connection: a wrong key never answers
+        connect(x, y.endpoint(), FabricKey.random(), 8, java.time.Duration.ofMillis(100));
         connect(y, x.endpoint(), FabricKey.random(), 8);
         x.mr().segment().set(ValueLayout.JAVA_LONG, 0, 9L);
         x.qp().postWrite(1, x.mr(), 0, 8, y.mr().address(), y.mr().rkey(), SendFlags.SIGNALED);
@@ -158,6 +166,9 @@ class SoftFabricSecurityTest {
             String hint = wc.failure(0).hint();
             assertTrue(hint.contains("soft0 TCP port") && !hint.contains("UDP 4791"), hint);
         }
+        String trouble = x.qp().connectionTrouble();
+        assertTrue(trouble != null && trouble.contains("within 100ms: it closed ")
+                && trouble.contains("the two sides' fabric keys differ"), trouble);
         assertEquals(0L, y.mr().segment().get(ValueLayout.JAVA_LONG, 0), "nothing written");
     }
 
