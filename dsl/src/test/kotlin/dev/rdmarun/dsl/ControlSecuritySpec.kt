@@ -316,14 +316,15 @@ class ControlSecuritySpec : FunSpec({
                         val out = DataOutputStream(s.getOutputStream())
                         val intro = rawFrame(input, magic = true)
                         // The server's intro, as a client's: its own nonce is refused, so also with a fresh one.
-                        writeRaw(out, intro.replace("\"role\":\"server\"", "\"role\":\"client\"")
+                        intro shouldContain "\"role\":\"SERVER\""
+                        writeRaw(out, intro.replace("\"role\":\"SERVER\"", "\"role\":\"CLIENT\"")
                             .replace(Regex("\"nonce\":\"[0-9a-f]{64}\""), "\"nonce\":\"${Handshake.nonce()}\""), magic = true)
                         // Whatever comes next is echoed too, until the server closes.
                         runCatching {
                             while (true) {
                                 val f = rawFrame(input)
                                 seen.add(f)
-                                writeRaw(out, f.replace("\"role\":\"server\"", "\"role\":\"client\""))
+                                writeRaw(out, f.replace("\"role\":\"SERVER\"", "\"role\":\"CLIENT\""))
                             }
                         }
                         // And a proof made of nothing the server sent, in case it waits for one.
