@@ -257,7 +257,7 @@ def send_frame(s, text):
 
 def as_client(text):
     """The server's frame as if the client had sent it: its role flipped, a nonce of its own."""
-    text = text.replace('"role":"server"', '"role":"client"')
+    text = re.sub(r'"role":"server"', '"role":"CLIENT"', text, flags=re.I)
     return re.sub(r'"nonce":"[0-9a-f]{64}"', '"nonce":"' + os.urandom(32).hex() + '"', text)
 
 

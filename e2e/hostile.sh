@@ -240,6 +240,15 @@ case_control_token() {
   return $ok
 }
 
+# expect_intro_only WHO OUT: the attacker's result line OUT says it received the server's intro and
+# at most a failure report: no proof, plan or endpoints.
+expect_intro_only() {
+  case "$2" in
+    "received=hello,failure"|"received=hello") return 0 ;;
+    *) why="${why:+$why; }$1 received more than the intro and a failure report: $2"; return 1 ;;
+  esac
+}
+
 # A stranger who can connect but knows neither the secret nor the plan sends the server's own intro
 # back as a client's and echoes whatever follows: it gets no proof and no endpoint, with the
 # per-user secret (the default) and with --no-token alike; the server counts it as a stray and
@@ -248,16 +257,13 @@ case_control_echo_intro() {
   local ok=0 mode port out
   for mode in default no-token; do
     local args=("$root/samples/multi-qp.main.kts" -d soft0 --timeout 20s) server="server" client="client"
-    port=18811
-    if [ "$mode" = no-token ]; then args+=(--no-token); port=18812; server=server_nt; client=client_nt; fi
+    port=18821
+    if [ "$mode" = no-token ]; then args+=(--no-token); port=18822; server=server_nt; client=client_nt; fi
     start "$server" "$RDMA_RUN" "${args[@]}" --listen "$port"
     wait_listen "$port" "$server" || return 1
     out=$("${ATTACKER[@]}" echo-intro 127.0.0.1 "$port" 5 2>&1)
     echo "$mode: $out" >>"$case_dir/attacker.log"
-    case "$out" in
-      "received=hello,failure"|"received=hello") ;;
-      *) why="${why:+$why; }the echo ($mode) received more than the intro and a failure report: $out"; ok=1 ;;
-    esac
+    expect_intro_only "the echo ($mode)" "$out" || ok=1
     run "$client" "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
     finish "$server"
     expect_rc "$server" 0 || ok=1
@@ -275,22 +281,19 @@ case_control_echo_intro() {
 case_control_replay() {
   local ok=0 out
   local args=("$root/samples/multi-qp.main.kts" -d soft0 --timeout 20s)
-  start server "$RDMA_RUN" "${args[@]}" --listen 18813
-  wait_listen 18813 server || return 1
-  start relay "${ATTACKER[@]}" relay 18814 18813 "$case_dir/up.bin" "$case_dir/down.bin" 30
-  wait_listen 18814 relay || return 1
-  run client "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18814
+  start server "$RDMA_RUN" "${args[@]}" --listen 18823
+  wait_listen 18823 server || return 1
+  start relay "${ATTACKER[@]}" relay 18824 18823 "$case_dir/up.bin" "$case_dir/down.bin" 30
+  wait_listen 18824 relay || return 1
+  run client "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18824
   finish server
   finish relay
   expect_pair_ok "every payload verified" || ok=1
-  start server2 "$RDMA_RUN" "${args[@]}" --listen 18815
-  wait_listen 18815 server2 || return 1
-  out=$("${ATTACKER[@]}" replay 127.0.0.1 18815 "$case_dir/up.bin" 5 2>&1)
-  case "$out" in
-    "received=hello,failure"|"received=hello") ;;
-    *) why="${why:+$why; }the replay received more than the intro and a failure report: $out"; ok=1 ;;
-  esac
-  run client2 "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18815
+  start server2 "$RDMA_RUN" "${args[@]}" --listen 18825
+  wait_listen 18825 server2 || return 1
+  out=$("${ATTACKER[@]}" replay 127.0.0.1 18825 "$case_dir/up.bin" 5 2>&1)
+  expect_intro_only "the replay" "$out" || ok=1
+  run client2 "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18825
   finish server2
   expect_rc server2 0 || ok=1
   expect_rc client2 0 || ok=1
@@ -305,17 +308,17 @@ case_control_replay() {
 case_soft0_observer() {
   local ok=0 jvm p out tried=0
   local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=6 --token s3cret-observed)
-  start server "$RDMA_RUN" "${args[@]}" --listen 18816
-  wait_listen 18816 server || return 1
-  start relay "${ATTACKER[@]}" relay 18817 18816 "$case_dir/up.bin" "$case_dir/down.bin" 60
-  wait_listen 18817 relay || return 1
-  start client "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18817
+  start server "$RDMA_RUN" "${args[@]}" --listen 18826
+  wait_listen 18826 server || return 1
+  start relay "${ATTACKER[@]}" relay 18827 18826 "$case_dir/up.bin" "$case_dir/down.bin" 60
+  wait_listen 18827 relay || return 1
+  start client "$RDMA_RUN" "${args[@]}" --peer 127.0.0.1:18827
   wait_log client "connected, running the scenario" || return 1
   server_jvm=$(java_pid server)
   client_jvm=$(java_pid client)
   for jvm in "$server_jvm" "$client_jvm"; do
     for p in $(listening_ports "$jvm"); do
-      [ "$p" = 18816 ] && continue
+      [ "$p" = 18826 ] && continue
       out=$("${ATTACKER[@]}" soft0-try-keys "$(listening_address "$jvm" "$p")" "$p" "$case_dir/up.bin" "$case_dir/down.bin" 2>&1)
       echo "port $p: $out" >>"$case_dir/attacker.log"
       tried=$((tried + 1))

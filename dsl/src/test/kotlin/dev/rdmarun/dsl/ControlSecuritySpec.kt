@@ -85,6 +85,14 @@ class ControlSecuritySpec : FunSpec({
 
     fun client(port: Int, timeout: Duration = 10.seconds) = ControlConnection.connect(Peer.Connect("127.0.0.1", port), timeout)
 
+    /** The real client passes steps 1 and 2 with [token] ("authenticated"), then closes [also]. */
+    fun authenticates(port: Int, token: ControlToken, vararg also: java.io.Closeable): String = try {
+        client(port).use { it.authenticate(creds(Role.CLIENT, token)) }
+        "authenticated"
+    } finally {
+        also.forEach { it.close() }
+    }
+
     context("one deadline for the whole handshake") {
         test("a server that drips its intro a byte at a time is cut off at the deadline, with one sentence") {
             ServerSocket(0, 1, loopback).use { listener ->
@@ -183,14 +191,7 @@ class ControlSecuritySpec : FunSpec({
                     FrameCodec.write(it, Proof("0".repeat(64), Handshake.SECTIONS.associateWith { "0".repeat(64) }))
                 }
                 stray { FrameCodec.writeMagic(it); FrameCodec.write(it, hello(Role.CLIENT)) } // a hello instead of the intro
-                val real = client(port)
-                try {
-                    real.authenticate(creds(Role.CLIENT, token))
-                    "authenticated"
-                } finally {
-                    real.close()
-                    silent.close()
-                }
+                authenticates(port, token, silent)
             }
             served.body shouldBe "authenticated"
             served.accepted.getOrThrow().connection.peerLabel shouldStartWith "the client at 127.0.0.1:"
@@ -224,14 +225,7 @@ class ControlSecuritySpec : FunSpec({
         test("more pending connections than the bound: the oldest is closed, the client still completes") {
             val served = withServer(20.seconds, ControlToken.none()) { port ->
                 val silent = List(ControlConnection.MAX_PENDING + 3) { Socket(loopback, port) }
-                val real = client(port)
-                try {
-                    real.authenticate(creds(Role.CLIENT))
-                    "authenticated"
-                } finally {
-                    real.close()
-                    silent.forEach { it.close() }
-                }
+                authenticates(port, ControlToken.none(), *silent.toTypedArray())
             }
             served.body shouldBe "authenticated"
             served.accepted.isSuccess shouldBe true
@@ -322,26 +316,21 @@ class ControlSecuritySpec : FunSpec({
                         val out = DataOutputStream(s.getOutputStream())
                         val intro = rawFrame(input, magic = true)
                         // The server's intro, as a client's: its own nonce is refused, so also with a fresh one.
-                        writeRaw(out, intro.replace("\"role\":\"server\"", "\"role\":\"client\"")
+                        intro shouldContain "\"role\":\"SERVER\""
+                        writeRaw(out, intro.replace("\"role\":\"SERVER\"", "\"role\":\"CLIENT\"")
                             .replace(Regex("\"nonce\":\"[0-9a-f]{64}\""), "\"nonce\":\"${Handshake.nonce()}\""), magic = true)
                         // Whatever comes next is echoed too, until the server closes.
                         runCatching {
                             while (true) {
                                 val f = rawFrame(input)
                                 seen.add(f)
-                                writeRaw(out, f.replace("\"role\":\"server\"", "\"role\":\"client\""))
+                                writeRaw(out, f.replace("\"role\":\"SERVER\"", "\"role\":\"CLIENT\""))
                             }
                         }
                         // And a proof made of nothing the server sent, in case it waits for one.
                         runCatching { writeRaw(out, FrameCodec.encode(Proof("0".repeat(64), emptyMap())).toString(Charsets.UTF_8)) }
                     }
-                    val real = client(port)
-                    try {
-                        real.authenticate(creds(Role.CLIENT, token))
-                        "authenticated"
-                    } finally {
-                        real.close()
-                    }
+                    authenticates(port, token)
                 }
                 served.body shouldBe "authenticated"
                 // The echo got no proof, no plan, no endpoint: at most a failure report.
