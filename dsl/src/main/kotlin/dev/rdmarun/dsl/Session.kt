@@ -624,9 +624,9 @@ internal class Session(
         return sent
     }
 
-    /** Tells the peer why this side failed (it may not know yet). */
-    fun tellPeer(cause: Throwable) {
-        val told = if (cause is CancellationException) "the ${role.label} was cancelled" else describeFailure(cause).lineSequence().first()
+    /** Tells the peer why this side failed (it may not know yet); what [script]'s own code threw, with its line. */
+    fun tellPeer(cause: Throwable, script: ScriptSource?) {
+        val told = if (cause is CancellationException) "the ${role.label} was cancelled" else describeFailure(cause, script).lineSequence().first()
         control?.trySend(Failure(told))
     }
 
