@@ -4,6 +4,7 @@ import java.lang.foreign.MemorySegment
 import java.util.concurrent.ExecutionException
 import java.util.concurrent.Executors
 import java.util.function.Consumer
+import java.util.function.Supplier
 import kotlin.coroutines.ContinuationInterceptor
 import kotlin.coroutines.CoroutineContext
 import kotlin.time.Duration.Companion.milliseconds
@@ -15,8 +16,10 @@ import kotlinx.coroutines.runInterruptible
 /**
  * The DSL for Java (no suspend lambdas): the scenario's code runs on a thread of its own and each
  * operation blocks it until the scenario's thread has done it. Same operations, same meaning, same
- * results as `rdma { }`; each call costs a thread hand-off, so latency-critical loops are better
- * written in Kotlin.
+ * results as `rdma { }` (a spec checks that every member of [ScenarioScope] and [QpScope] has its
+ * counterpart here); the Kotlin-only forms have Java ones: `timeout(Duration)` is
+ * [JavaScenario.timeoutMillis], suspend blocks are `Consumer`s and `Supplier`s. Each call costs a
+ * thread hand-off, so latency-critical loops are better written in Kotlin.
  *
  * ```java
  * ScenarioResult result = RdmaJava.run(new RdmaOptions(), s -> {
@@ -67,12 +70,31 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     val isServer: Boolean get() = s.isServer
     val isClient: Boolean get() = s.isClient
     val peer: Peer get() = s.peer
+
+    /** [ScenarioScope.qpCount]: the QP count set so far. */
+    val qpCount: Int get() = s.qpCount
     fun param(name: String, default: String) = s.param(name, default)
     fun intParam(name: String, default: Int) = s.intParam(name, default)
     fun sizeParam(name: String, default: Int) = s.sizeParam(name, default)
 
+    /** Runs [block] on the listening side only. */
+    fun server(block: Consumer<JavaScenario>) {
+        if (isServer) block.accept(this)
+    }
+
+    /** Runs [block] on the connecting side only. */
+    fun client(block: Consumer<JavaScenario>) {
+        if (isClient) block.accept(this)
+    }
+
     /** [CommonScope.measureFromHere]: what happened so far was a warm-up. */
     fun measureFromHere() = on(thread) { s.measureFromHere() }
+
+    /** [CommonScope.roundsPlanned]: a loop is about to run [rounds] rounds (a launcher's progress line). */
+    fun roundsPlanned(rounds: Long) = on(thread) { s.roundsPlanned(rounds) }
+
+    /** [CommonScope.roundDone]: a loop finished a round. */
+    fun roundDone() = on(thread) { s.roundDone() }
 
     fun connect(peer: Peer) = on(thread) { s.connect(peer) }
     fun barrier() = on(thread) { s.barrier() }
@@ -107,11 +129,34 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
         }
     }
 
+    /** [ScenarioScope.send]: a SEND on every QP. */
     @JvmOverloads
     fun send(size: Int = -1, buffer: Int = 0) = on(thread) { s.send(size, buffer) }
+
+    /** [ScenarioScope.sendWithImm]: a SEND with immediate data on every QP. */
+    @JvmOverloads
+    fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0) = on(thread) { s.sendWithImm(imm, size, buffer) }
+
+    /** [ScenarioScope.receive]: one message from each QP, in QP order. */
     @JvmOverloads
     fun receive(copyPayload: Boolean = true): List<Message> = on(thread) { s.receive(copyPayload) }
+
+    /** [ScenarioScope.write]: an RDMA WRITE on every QP into the peer's buffer [remoteBuffer] of the same QP. */
+    @JvmOverloads
+    fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.write(size, buffer, remoteBuffer) }
+
+    /** [ScenarioScope.writeWithImm]: an RDMA WRITE with immediate data on every QP. */
+    @JvmOverloads
+    fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.writeWithImm(imm, size, buffer, remoteBuffer) }
+
+    /** [ScenarioScope.read]: an RDMA READ on every QP from the peer's buffer [remoteBuffer] of the same QP. */
+    @JvmOverloads
+    fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.read(size, buffer, remoteBuffer) }
+
+    /** [ScenarioScope.awaitCompletion]: the oldest unawaited completion of each QP, in QP order. */
     fun awaitCompletion(): List<Completion> = on(thread) { s.awaitCompletion() }
+
+    /** [ScenarioScope.awaitAll]: waits for every posted work request of every QP. */
     fun awaitAll() = on(thread) { s.awaitAll() }
 }
 
@@ -121,9 +166,51 @@ class JavaQp internal constructor(private val q: QpScope, private val thread: Co
     val isServer: Boolean get() = q.isServer
     val isClient: Boolean get() = q.isClient
     val outstanding: Int get() = on(thread) { q.outstanding }
+    /** [CommonScope.param]: the parameter's value, else [default]. */
+    fun param(name: String, default: String) = q.param(name, default)
+
+    /** [CommonScope.intParam]: the parameter as a whole number. */
+    fun intParam(name: String, default: Int) = q.intParam(name, default)
+
+    /** [CommonScope.sizeParam]: the parameter as a size in bytes (4096, 4K, 1M). */
+    fun sizeParam(name: String, default: Int) = q.sizeParam(name, default)
+
+    /** Runs [block] on the listening side only. */
+    fun server(block: Consumer<JavaQp>) {
+        if (isServer) block.accept(this)
+    }
+
+    /** Runs [block] on the connecting side only. */
+    fun client(block: Consumer<JavaQp>) {
+        if (isClient) block.accept(this)
+    }
 
     /** [CommonScope.measureFromHere] for this QP. */
     fun measureFromHere() = on(thread) { q.measureFromHere() }
+
+    /** [CommonScope.roundsPlanned] for this QP's loop. */
+    fun roundsPlanned(rounds: Long) = on(thread) { q.roundsPlanned(rounds) }
+
+    /** [CommonScope.roundDone] for this QP's loop. */
+    fun roundDone() = on(thread) { q.roundDone() }
+
+    /**
+     * [QpScope.measure]: records how long [block] takes, on this thread, in the latency section
+     * [name] (the hand-offs of the operations in it included, as for any Java call).
+     */
+    fun <T> measure(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = false)
+
+    /** [QpScope.measureRoundTrip]: [measure] for a ping-pong's round trip (reported one way, with the round trip beside it). */
+    fun <T> measureRoundTrip(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = true)
+
+    private fun <T> timed(name: String, block: Supplier<T>, roundTrip: Boolean): T {
+        val t0 = System.nanoTime()
+        val result = block.get()
+        val nanos = System.nanoTime() - t0
+        // The block ran here, not on the scenario's thread, which alone writes the QP's counters.
+        on(thread) { (q as QpDriver).counters.recordSection(name, nanos, roundTrip) }
+        return result
+    }
 
     @JvmOverloads
     fun buffer(i: Int = 0): MemorySegment = q.buffer(i)
@@ -155,6 +242,14 @@ class JavaQp internal constructor(private val q: QpScope, private val thread: Co
     fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
         on(thread) { q.compareAndSwap(compare, swap, remoteQp, remoteBuffer, remoteOffset, buffer) }
 
+    /** [QpScope.writeWithImm]: an RDMA WRITE that also delivers [imm] to the peer's receive(). */
+    @JvmOverloads
+    fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
+        on(thread) { q.writeWithImm(imm, size, buffer, remoteQp, remoteBuffer, remoteOffset) }
+
     fun awaitCompletion(): Completion = on(thread) { q.awaitCompletion() }
+
+    /** [QpScope.awaitCompletions]: [awaitCompletion] [n] times; returns the last completion. */
+    fun awaitCompletions(n: Int): Completion = on(thread) { q.awaitCompletions(n) }
     fun awaitAll() = on(thread) { q.awaitAll() }
 }
