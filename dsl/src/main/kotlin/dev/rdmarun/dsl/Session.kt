@@ -478,7 +478,9 @@ internal class Session(
      * no message waits in an inbox. The heartbeat thread reads the dispatcher's state without
      * locking; [waitingFor][QpDriver.waitsForMessage] is read before the counters, so a message
      * taken since shows as progress. A coroutine suspended in delay() while it has a child that
-     * waits in receive() is not told apart from one that waits for that child.
+     * waits in receive() is not told apart from one that waits for that child. Under RdmaJava the
+     * code runs on threads of its own and [runJob] (connect's call) has ended: no coroutine is
+     * seen, nothing is called a deadlock, and the timeout ends the wait as before.
      */
     private fun stalledOn(): String? {
         if (controlWait != null || peerFinishedAt != 0L || failure != null) return null
