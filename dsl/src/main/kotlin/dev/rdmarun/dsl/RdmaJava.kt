@@ -43,8 +43,47 @@ object RdmaJava {
 /** Runs [op] on the scenario's thread and waits for it there. */
 private fun <T> on(thread: CoroutineContext, op: suspend () -> T): T = runBlocking(thread) { op() }
 
+/**
+ * What [JavaScenario] and [JavaQp] share, as [CommonScope] for Java: the role, the parameters,
+ * the rounds of a loop, and blocks for one side ([T]: the scope the blocks get).
+ */
+abstract class JavaCommon<T : JavaCommon<T>> internal constructor(private val common: CommonScope, internal val thread: CoroutineContext) {
+    val isServer: Boolean get() = common.isServer
+    val isClient: Boolean get() = common.isClient
+
+    /** [CommonScope.param]: the parameter's value, else [default]. */
+    fun param(name: String, default: String) = common.param(name, default)
+
+    /** [CommonScope.intParam]: the parameter as a whole number. */
+    fun intParam(name: String, default: Int) = common.intParam(name, default)
+
+    /** [CommonScope.sizeParam]: the parameter as a size in bytes (4096, 4K, 1M). */
+    fun sizeParam(name: String, default: Int) = common.sizeParam(name, default)
+
+    /** Runs [block] on the listening side only. */
+    fun server(block: Consumer<T>) {
+        @Suppress("UNCHECKED_CAST")
+        if (isServer) block.accept(this as T)
+    }
+
+    /** Runs [block] on the connecting side only. */
+    fun client(block: Consumer<T>) {
+        @Suppress("UNCHECKED_CAST")
+        if (isClient) block.accept(this as T)
+    }
+
+    /** [CommonScope.measureFromHere]: what this scope did so far was a warm-up. */
+    fun measureFromHere() = on(thread) { common.measureFromHere() }
+
+    /** [CommonScope.roundsPlanned]: a loop is about to run [rounds] rounds (a launcher's progress line). */
+    fun roundsPlanned(rounds: Long) = on(thread) { common.roundsPlanned(rounds) }
+
+    /** [CommonScope.roundDone]: a loop finished a round. */
+    fun roundDone() = on(thread) { common.roundDone() }
+}
+
 /** [ScenarioScope] for Java: the same settings and operations, each one blocking. */
-class JavaScenario internal constructor(private val s: ScenarioScope, private val thread: CoroutineContext) {
+class JavaScenario internal constructor(private val s: ScenarioScope, thread: CoroutineContext) : JavaCommon<JavaScenario>(s, thread) {
     fun device(name: String) = s.device(name)
     fun port(port: Int) = s.port(port)
     fun gidIndex(index: Int) = s.gidIndex(index)
@@ -67,34 +106,10 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     fun remoteAccess(vararg access: RemoteAccess) = s.remoteAccess(*access)
     fun timeoutMillis(millis: Long) = s.timeout(millis.milliseconds)
 
-    val isServer: Boolean get() = s.isServer
-    val isClient: Boolean get() = s.isClient
     val peer: Peer get() = s.peer
 
     /** [ScenarioScope.qpCount]: the QP count set so far. */
     val qpCount: Int get() = s.qpCount
-    fun param(name: String, default: String) = s.param(name, default)
-    fun intParam(name: String, default: Int) = s.intParam(name, default)
-    fun sizeParam(name: String, default: Int) = s.sizeParam(name, default)
-
-    /** Runs [block] on the listening side only. */
-    fun server(block: Consumer<JavaScenario>) {
-        if (isServer) block.accept(this)
-    }
-
-    /** Runs [block] on the connecting side only. */
-    fun client(block: Consumer<JavaScenario>) {
-        if (isClient) block.accept(this)
-    }
-
-    /** [CommonScope.measureFromHere]: what happened so far was a warm-up. */
-    fun measureFromHere() = on(thread) { s.measureFromHere() }
-
-    /** [CommonScope.roundsPlanned]: a loop is about to run [rounds] rounds (a launcher's progress line). */
-    fun roundsPlanned(rounds: Long) = on(thread) { s.roundsPlanned(rounds) }
-
-    /** [CommonScope.roundDone]: a loop finished a round. */
-    fun roundDone() = on(thread) { s.roundDone() }
 
     fun connect(peer: Peer) = on(thread) { s.connect(peer) }
     fun barrier() = on(thread) { s.barrier() }
@@ -161,38 +176,9 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
 }
 
 /** [QpScope] for Java: one QP's operations, each one blocking. */
-class JavaQp internal constructor(private val q: QpScope, private val thread: CoroutineContext) {
+class JavaQp internal constructor(private val q: QpScope, thread: CoroutineContext) : JavaCommon<JavaQp>(q, thread) {
     val index: Int get() = q.index
-    val isServer: Boolean get() = q.isServer
-    val isClient: Boolean get() = q.isClient
     val outstanding: Int get() = on(thread) { q.outstanding }
-    /** [CommonScope.param]: the parameter's value, else [default]. */
-    fun param(name: String, default: String) = q.param(name, default)
-
-    /** [CommonScope.intParam]: the parameter as a whole number. */
-    fun intParam(name: String, default: Int) = q.intParam(name, default)
-
-    /** [CommonScope.sizeParam]: the parameter as a size in bytes (4096, 4K, 1M). */
-    fun sizeParam(name: String, default: Int) = q.sizeParam(name, default)
-
-    /** Runs [block] on the listening side only. */
-    fun server(block: Consumer<JavaQp>) {
-        if (isServer) block.accept(this)
-    }
-
-    /** Runs [block] on the connecting side only. */
-    fun client(block: Consumer<JavaQp>) {
-        if (isClient) block.accept(this)
-    }
-
-    /** [CommonScope.measureFromHere] for this QP. */
-    fun measureFromHere() = on(thread) { q.measureFromHere() }
-
-    /** [CommonScope.roundsPlanned] for this QP's loop. */
-    fun roundsPlanned(rounds: Long) = on(thread) { q.roundsPlanned(rounds) }
-
-    /** [CommonScope.roundDone] for this QP's loop. */
-    fun roundDone() = on(thread) { q.roundDone() }
 
     /**
      * [QpScope.measure]: records how long [block] takes, on this thread, in the latency section
