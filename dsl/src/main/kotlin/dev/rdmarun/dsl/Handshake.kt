@@ -1,5 +1,7 @@
 package dev.rdmarun.dsl
 
+import kotlinx.serialization.EncodeDefault
+import kotlinx.serialization.ExperimentalSerializationApi
 import kotlinx.serialization.SerialName
 import kotlinx.serialization.Serializable
 
@@ -131,6 +133,14 @@ data class Heartbeat(
     val messagesWaiting: List<Int> = emptyList(),
     /** QPs whose inbox is full (the sender withholds credits for them). */
     val inboxFull: List<Int> = emptyList(),
+    /**
+     * Every coroutine of the sender's scenario waits in receive(), nothing it posted is still in
+     * flight and no message waits in its inboxes: only the peer can end the wait. Sent only when
+     * true, so the heartbeats of a running scenario read as before.
+     */
+    @OptIn(ExperimentalSerializationApi::class)
+    @EncodeDefault(EncodeDefault.Mode.NEVER)
+    val stalled: Boolean = false,
 ) : Frame()
 
 /** The sender failed (or rejected the handshake) for this reason; it closes the connection next. */

@@ -59,6 +59,9 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         engine.setListener(this)
     }
 
+    /** This QP's coroutine waits in receive() (read by the heartbeat thread: the volatile [waitingFor] says so). */
+    val waitsForMessage: Boolean get() = waitingFor === describeWait[MESSAGE]
+
     val messagesWaiting: Int get() = engine.messagesWaiting()
     val inboxFull: Boolean get() = engine.inboxFull()
 

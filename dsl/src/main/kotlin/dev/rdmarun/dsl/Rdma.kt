@@ -30,6 +30,11 @@ data class RdmaOptions(
      * [ControlToken.none] opts out. A launcher passes `--token` / `RDMA_RUN_TOKEN` / `--no-token`.
      */
     val token: ControlToken? = null,
+    /**
+     * The script a launcher runs: what its own code throws is then reported, here and to the
+     * peer, as `script failed at FILE:LINE: Type: message` ([describeFailure]). Null: an application.
+     */
+    val script: ScriptSource? = null,
 ) {
     /** These parameters instead (for Java, which has no copy with named arguments). */
     fun withParameters(parameters: Map<String, String>) = copy(parameters = parameters)

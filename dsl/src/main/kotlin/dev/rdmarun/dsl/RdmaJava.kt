@@ -4,6 +4,7 @@ import java.lang.foreign.MemorySegment
 import java.util.concurrent.ExecutionException
 import java.util.concurrent.Executors
 import java.util.function.Consumer
+import java.util.function.Supplier
 import kotlin.coroutines.ContinuationInterceptor
 import kotlin.coroutines.CoroutineContext
 import kotlin.time.Duration.Companion.milliseconds
@@ -15,8 +16,10 @@ import kotlinx.coroutines.runInterruptible
 /**
  * The DSL for Java (no suspend lambdas): the scenario's code runs on a thread of its own and each
  * operation blocks it until the scenario's thread has done it. Same operations, same meaning, same
- * results as `rdma { }`; each call costs a thread hand-off, so latency-critical loops are better
- * written in Kotlin.
+ * results as `rdma { }` (a spec checks that every member of [ScenarioScope] and [QpScope] has its
+ * counterpart here); the Kotlin-only forms have Java ones: `timeout(Duration)` is
+ * [JavaScenario.timeoutMillis], suspend blocks are `Consumer`s and `Supplier`s. Each call costs a
+ * thread hand-off, so latency-critical loops are better written in Kotlin.
  *
  * ```java
  * ScenarioResult result = RdmaJava.run(new RdmaOptions(), s -> {
@@ -40,8 +43,47 @@ object RdmaJava {
 /** Runs [op] on the scenario's thread and waits for it there. */
 private fun <T> on(thread: CoroutineContext, op: suspend () -> T): T = runBlocking(thread) { op() }
 
+/**
+ * What [JavaScenario] and [JavaQp] share, as [CommonScope] for Java: the role, the parameters,
+ * the rounds of a loop, and blocks for one side ([T]: the scope the blocks get).
+ */
+abstract class JavaCommon<T : JavaCommon<T>> internal constructor(private val common: CommonScope, internal val thread: CoroutineContext) {
+    val isServer: Boolean get() = common.isServer
+    val isClient: Boolean get() = common.isClient
+
+    /** [CommonScope.param]: the parameter's value, else [default]. */
+    fun param(name: String, default: String) = common.param(name, default)
+
+    /** [CommonScope.intParam]: the parameter as a whole number. */
+    fun intParam(name: String, default: Int) = common.intParam(name, default)
+
+    /** [CommonScope.sizeParam]: the parameter as a size in bytes (4096, 4K, 1M). */
+    fun sizeParam(name: String, default: Int) = common.sizeParam(name, default)
+
+    /** Runs [block] on the listening side only. */
+    fun server(block: Consumer<T>) {
+        @Suppress("UNCHECKED_CAST")
+        if (isServer) block.accept(this as T)
+    }
+
+    /** Runs [block] on the connecting side only. */
+    fun client(block: Consumer<T>) {
+        @Suppress("UNCHECKED_CAST")
+        if (isClient) block.accept(this as T)
+    }
+
+    /** [CommonScope.measureFromHere]: what this scope did so far was a warm-up. */
+    fun measureFromHere() = on(thread) { common.measureFromHere() }
+
+    /** [CommonScope.roundsPlanned]: a loop is about to run [rounds] rounds (a launcher's progress line). */
+    fun roundsPlanned(rounds: Long) = on(thread) { common.roundsPlanned(rounds) }
+
+    /** [CommonScope.roundDone]: a loop finished a round. */
+    fun roundDone() = on(thread) { common.roundDone() }
+}
+
 /** [ScenarioScope] for Java: the same settings and operations, each one blocking. */
-class JavaScenario internal constructor(private val s: ScenarioScope, private val thread: CoroutineContext) {
+class JavaScenario internal constructor(private val s: ScenarioScope, thread: CoroutineContext) : JavaCommon<JavaScenario>(s, thread) {
     fun device(name: String) = s.device(name)
     fun port(port: Int) = s.port(port)
     fun gidIndex(index: Int) = s.gidIndex(index)
@@ -67,15 +109,10 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     /** [ScenarioScope.bufferReuse]: wait (default) or fail when an operation would spoil a buffer posted work uses. */
     fun bufferReuse(reuse: BufferReuse) = s.bufferReuse(reuse)
 
-    val isServer: Boolean get() = s.isServer
-    val isClient: Boolean get() = s.isClient
     val peer: Peer get() = s.peer
-    fun param(name: String, default: String) = s.param(name, default)
-    fun intParam(name: String, default: Int) = s.intParam(name, default)
-    fun sizeParam(name: String, default: Int) = s.sizeParam(name, default)
 
-    /** [CommonScope.measureFromHere]: what happened so far was a warm-up. */
-    fun measureFromHere() = on(thread) { s.measureFromHere() }
+    /** [ScenarioScope.qpCount]: the QP count set so far. */
+    val qpCount: Int get() = s.qpCount
 
     fun connect(peer: Peer) = on(thread) { s.connect(peer) }
     fun barrier() = on(thread) { s.barrier() }
@@ -113,9 +150,31 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
     /** [ScenarioScope.send] on every QP; [buffer] follows [QpScope]'s buffer rule (waits for a read or atomic still filling it). */
     @JvmOverloads
     fun send(size: Int = -1, buffer: Int = 0) = on(thread) { s.send(size, buffer) }
+
+    /** [ScenarioScope.sendWithImm]: a SEND with immediate data on every QP. */
+    @JvmOverloads
+    fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0) = on(thread) { s.sendWithImm(imm, size, buffer) }
+
+    /** [ScenarioScope.receive]: one message from each QP, in QP order. */
     @JvmOverloads
     fun receive(copyPayload: Boolean = true): List<Message> = on(thread) { s.receive(copyPayload) }
+
+    /** [ScenarioScope.write]: an RDMA WRITE on every QP into the peer's buffer [remoteBuffer] of the same QP. */
+    @JvmOverloads
+    fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.write(size, buffer, remoteBuffer) }
+
+    /** [ScenarioScope.writeWithImm]: an RDMA WRITE with immediate data on every QP. */
+    @JvmOverloads
+    fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.writeWithImm(imm, size, buffer, remoteBuffer) }
+
+    /** [ScenarioScope.read]: an RDMA READ on every QP from the peer's buffer [remoteBuffer] of the same QP. */
+    @JvmOverloads
+    fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.read(size, buffer, remoteBuffer) }
+
+    /** [ScenarioScope.awaitCompletion]: the oldest unawaited completion of each QP, in QP order. */
     fun awaitCompletion(): List<Completion> = on(thread) { s.awaitCompletion() }
+
+    /** [ScenarioScope.awaitAll]: waits for every posted work request of every QP. */
     fun awaitAll() = on(thread) { s.awaitAll() }
 }
 
@@ -125,14 +184,27 @@ class JavaScenario internal constructor(private val s: ScenarioScope, private va
  * (`bufferReuse(BufferReuse.FAIL)`: fails at the call instead), and `send(byte[])` sends the bytes as
  * they are at the call.
  */
-class JavaQp internal constructor(private val q: QpScope, private val thread: CoroutineContext) {
+class JavaQp internal constructor(private val q: QpScope, thread: CoroutineContext) : JavaCommon<JavaQp>(q, thread) {
     val index: Int get() = q.index
-    val isServer: Boolean get() = q.isServer
-    val isClient: Boolean get() = q.isClient
     val outstanding: Int get() = on(thread) { q.outstanding }
 
-    /** [CommonScope.measureFromHere] for this QP. */
-    fun measureFromHere() = on(thread) { q.measureFromHere() }
+    /**
+     * [QpScope.measure]: records how long [block] takes, on this thread, in the latency section
+     * [name] (the hand-offs of the operations in it included, as for any Java call).
+     */
+    fun <T> measure(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = false)
+
+    /** [QpScope.measureRoundTrip]: [measure] for a ping-pong's round trip (reported one way, with the round trip beside it). */
+    fun <T> measureRoundTrip(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = true)
+
+    private fun <T> timed(name: String, block: Supplier<T>, roundTrip: Boolean): T {
+        val t0 = System.nanoTime()
+        val result = block.get()
+        val nanos = System.nanoTime() - t0
+        // The block ran here, not on the scenario's thread, which alone writes the QP's counters.
+        on(thread) { (q as QpDriver).counters.recordSection(name, nanos, roundTrip) }
+        return result
+    }
 
     @JvmOverloads
     fun buffer(i: Int = 0): MemorySegment = q.buffer(i)
@@ -171,6 +243,14 @@ class JavaQp internal constructor(private val q: QpScope, private val thread: Co
     fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
         on(thread) { q.compareAndSwap(compare, swap, remoteQp, remoteBuffer, remoteOffset, buffer) }
 
+    /** [QpScope.writeWithImm]: an RDMA WRITE that also delivers [imm] to the peer's receive(). */
+    @JvmOverloads
+    fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
+        on(thread) { q.writeWithImm(imm, size, buffer, remoteQp, remoteBuffer, remoteOffset) }
+
     fun awaitCompletion(): Completion = on(thread) { q.awaitCompletion() }
+
+    /** [QpScope.awaitCompletions]: [awaitCompletion] [n] times; returns the last completion. */
+    fun awaitCompletions(n: Int): Completion = on(thread) { q.awaitCompletions(n) }
     fun awaitAll() = on(thread) { q.awaitAll() }
 }

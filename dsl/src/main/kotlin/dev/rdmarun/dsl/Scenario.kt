@@ -78,7 +78,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
                 e is CancellationException || currentCoroutineContext().isActive -> e
                 else -> CancellationException("the scenario was cancelled").also { it.initCause(e) }
             }
-            session?.tellPeer(primary)
+            session?.tellPeer(primary, options.script)
         } finally {
             options.monitor?.stopped()
         }

@@ -442,10 +442,79 @@ internal class Session(
 
     private fun heartbeat(h: Heartbeat) {
         lastHeartbeat = h
+        peerStalls = if (h.stalled && h.progress == peerProgress) peerStalls + 1 else if (h.stalled) 1 else 0
         if (h.progress != peerProgress) {
             peerProgress = h.progress
             peerProgressAt = System.nanoTime()
         }
+        checkBothStalled()
+    }
+
+    // ---- both sides waiting to receive, seen in the heartbeats long before the timeout ----
+
+    /**
+     * Consecutive heartbeats in which this side, and the peer, reported a stall ([Heartbeat.stalled])
+     * with unchanged progress. A stall is only the peer's to end, so both stalled at once for
+     * [STALLED_HEARTBEATS] heartbeats each (at least two heartbeat periods, in which any message in
+     * flight would have arrived and changed a progress counter) is a deadlock nothing can end.
+     */
+    @Volatile
+    private var localStalls = 0
+    @Volatile
+    private var peerStalls = 0
+    /** Written by the heartbeat thread only. */
+    private var localProgress = -1L
+    @Volatile
+    private var localWait: String? = null
+
+    private fun checkBothStalled() {
+        if (localStalls < STALLED_HEARTBEATS || peerStalls < STALLED_HEARTBEATS) return
+        val mine = localWait ?: return
+        val theirs = lastHeartbeat?.waiting?.let { printable(it) } ?: return
+        fail(ScenarioException("the ${role.label} waits for $mine; $peerLabel waits too, for $theirs: $BOTH_RECEIVE " +
+            "(neither side made progress for $STALLED_HEARTBEATS heartbeats)"))
+    }
+
+    /**
+     * What this side's only possible progress waits for, or null: every coroutine of the scenario
+     * waits in receive() (as many coroutines are alive as QPs wait in receive(), so one busy in
+     * its own code, or in withContext elsewhere, is seen), nothing posted is still in flight and
+     * no message waits in an inbox. The heartbeat thread reads the dispatcher's state without
+     * locking; [waitingFor][QpDriver.waitsForMessage] is read before the counters, so a message
+     * taken since shows as progress. A coroutine suspended in delay() while it has a child that
+     * waits in receive() is not told apart from one that waits for that child. Under RdmaJava the
+     * code runs on threads of its own and [runJob] (connect's call) has ended: no coroutine is
+     * seen, nothing is called a deadlock, and the timeout ends the wait as before.
+     */
+    private fun stalledOn(): String? {
+        if (controlWait != null || peerFinishedAt != 0L || failure != null) return null
+        var receiving = 0
+        var what: String? = null
+        for (d in drivers) {
+            if (d.waitsForMessage) {
+                receiving++
+                if (what == null) what = d.waitingFor
+            }
+        }
+        if (receiving == 0) return null
+        for (d in drivers) {
+            if (d.messagesWaiting != 0 || d.engine.completedThrough() < d.engine.posted()) return null
+        }
+        val job = runJob ?: return null
+        return if (liveCoroutines(job) == receiving) what else null
+    }
+
+    /** Active coroutines of [job]'s tree that have no active child: those running or suspended in their own code. */
+    private fun liveCoroutines(job: Job): Int {
+        var n = 0
+        var parent = false
+        for (c in job.children) {
+            if (c.isActive) {
+                parent = true
+                n += liveCoroutines(c)
+            }
+        }
+        return if (parent) n else if (job.isActive) 1 else 0
     }
 
     private fun peerFinished(sent: List<Long>) {
@@ -456,6 +525,7 @@ internal class Session(
 
     /** This side's heartbeat: its progress, what it waits for, its inboxes. Called on the heartbeat thread. */
     private fun progressReport(): Heartbeat {
+        val stalled = stalledOn() // first: a message taken after it shows in the progress read below
         var progress = 0L
         var waiting: String? = null
         val messages = ArrayList<Int>(drivers.size)
@@ -466,7 +536,12 @@ internal class Session(
             messages.add(d.messagesWaiting)
             if (d.inboxFull) full.add(d.index)
         }
-        return Heartbeat(progress + barrierSeq, waiting ?: controlWait, messages, full)
+        val total = progress + barrierSeq
+        localWait = stalled
+        localStalls = if (stalled != null && total == localProgress) localStalls + 1 else if (stalled != null) 1 else 0
+        localProgress = total
+        checkBothStalled()
+        return Heartbeat(total, waiting ?: controlWait, messages, full, stalled = stalled != null)
     }
 
     @Volatile
@@ -485,7 +560,7 @@ internal class Session(
                 "; $peerLabel holds ${h.messagesWaiting.getOrNull(qp) ?: "its"} messages on QP $qp that no receive() took (its inbox is full): " +
                     "it calls receive() less often than this side sends"
             peerWaits != null && receiving && peerWaits.startsWith("a message in receive()") ->
-                "; $peerLabel waits too, for $peerWaits: both sides wait to receive, one of them has to send first"
+                "; $peerLabel waits too, for $peerWaits: $BOTH_RECEIVE"
             peerWaits != null -> "; $peerLabel made no progress either: it waits for $peerWaits"
             h == null -> "; $peerLabel sent no progress report"
             else -> "; $peerLabel is alive but made no progress for ${settings.timeout} (busy in its own code?)"
@@ -555,9 +630,9 @@ internal class Session(
         return sent
     }
 
-    /** Tells the peer why this side failed (it may not know yet). */
-    fun tellPeer(cause: Throwable) {
-        val told = if (cause is CancellationException) "the ${role.label} was cancelled" else describeFailure(cause).lineSequence().first()
+    /** Tells the peer why this side failed (it may not know yet); what [script]'s own code threw, with its line. */
+    fun tellPeer(cause: Throwable, script: ScriptSource?) {
+        val told = if (cause is CancellationException) "the ${role.label} was cancelled" else describeFailure(cause, script).lineSequence().first()
         control?.trySend(Failure(told))
     }
 
@@ -614,6 +689,11 @@ internal class Session(
 
     private companion object {
         const val DRAIN_SECONDS = 5L
+
+        /** Heartbeats of each side that must show both waiting to receive before it is called a deadlock. */
+        const val STALLED_HEARTBEATS = 3
+
+        const val BOTH_RECEIVE = "both sides wait to receive, one of them has to send first"
 
         /** The largest max_rd_atomic / max_dest_rd_atomic: the attributes are 8-bit. */
         const val MAX_RD_ATOMIC = 255

@@ -9,7 +9,7 @@ import dev.rdmarun.runtime.engine.EngineException
  * A scenario that cannot run as written, or a peer that does not match: one sentence saying what
  * and, where it helps, how to fix it. Launchers print [message] without a stack trace.
  */
-open class ScenarioException(message: String, cause: Throwable? = null, val hint: String? = null) : RuntimeException(message, cause) {
+open class ScenarioException @JvmOverloads constructor(message: String, cause: Throwable? = null, val hint: String? = null) : RuntimeException(message, cause) {
     /** The message and, on a second line, the hint. */
     fun describe(): String = if (hint == null) message.orEmpty() else "$message\n  hint: $hint"
 }

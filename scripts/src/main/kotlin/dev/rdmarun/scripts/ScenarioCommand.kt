@@ -29,12 +29,12 @@ import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.dsl.StandardParameters
 import dev.rdmarun.dsl.printable
 import dev.rdmarun.dsl.describeFailure
+import dev.rdmarun.dsl.ScriptSource
+import dev.rdmarun.dsl.scriptLine
 import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.runtime.soft.SoftDevice
 import dev.rdmarun.scripts.host.ScenarioScriptHost
-import dev.rdmarun.dsl.ScenarioException
 import dev.rdmarun.runtime.VerbsException
-import dev.rdmarun.runtime.engine.EngineException
 import dev.rdmarun.scripts.host.NotAScriptException
 import dev.rdmarun.scripts.host.ScriptCompilationException
 import dev.rdmarun.scripts.host.ScriptFailedException
@@ -165,6 +165,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
             scenarioSource = source, // both peers must run the same script: its digest is in the fingerprint
             token = secret(),
+            script = ScriptSource(script.path, script.name, source.lines().size).also { scriptSource = it },
         )
         val chosen = mode
         val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
@@ -354,19 +355,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
      * The run's failure as one line: what the DSL, the runtime or the peer say about it, or, for
      * what the script's own code threw, where: `script failed at FILE:LINE: Type: message`.
      */
-    private fun failed(cause: Throwable): CommandFailure {
-        val line = scriptLine(cause) ?: return CommandFailure(describeFailure(cause), 1, cause)
-        val type = cause.javaClass.simpleName.ifEmpty { cause.javaClass.name }
-        return CommandFailure("script failed at ${script.path}:$line: $type" + (cause.message?.let { ": $it" } ?: ""), 1, cause, namesFile = true)
-    }
+    /** The script, for sentences about what its code threw (set once its text is read). */
+    private var scriptSource: ScriptSource? = null
 
-    /** The script line that threw [cause], if the script's own code threw it (not the DSL's, the runtime's, or a cancellation). */
-    private fun scriptLine(cause: Throwable): Int? {
-        val ours = cause is ScenarioException || cause is VerbsException || cause is EngineException ||
-            cause is java.util.concurrent.CancellationException || cause is IOException || cause.javaClass.name.startsWith("dev.rdmarun.")
-        if (ours) return null
-        // The compiled script's classes (top level and its lambdas) carry the script's file name.
-        return cause.stackTrace.firstOrNull { it.fileName == script.name && it.lineNumber > 0 }?.lineNumber
+    private fun failed(cause: Throwable): CommandFailure {
+        val source = scriptSource ?: ScriptSource(script.path, script.name)
+        return CommandFailure(describeFailure(cause, source), 1, cause, namesFile = scriptLine(cause, source) != null)
     }
 
     private fun oneSide(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {

@@ -239,6 +239,30 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldContain "rdma-run (server): script failed at ${boom.path}:5: NumberFormatException: For input string: \"x\""
     }
 
+    test("a ScenarioException the script throws is reported at its line on both sides of --loopback") {
+        val thrower = script("scenario-exception.main.kts",
+            "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    server { throw ScenarioException(\"x\") }\n    barrier()\n}\n")
+        val result = run(thrower.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "rdma-run (server): script failed at ${thrower.path}:5: ScenarioException: x\n"
+        result.stderr shouldContain "(client): the server failed: script failed at ${thrower.path}:5: ScenarioException: x\n"
+    }
+
+    test("a null dereference in the script is reported at its line on both sides of --loopback, escaped") {
+        val npe = script("null-deref.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n" +
+            "    val text: String? = if (isServer) null else \"y\"\n    server { println(text!!.length) }\n    barrier()\n}\n")
+        val result = run(npe.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "rdma-run (server): script failed at ${npe.path}:6: NullPointerException\n"
+        result.stderr shouldContain "(client): the server failed: script failed at ${npe.path}:6: NullPointerException\n"
+        // A message with a control character reaches neither terminal raw.
+        val escaped = script("escaped.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n" +
+            "    server { throw IllegalStateException(\"bad\\u001b[2Jdata\") }\n    barrier()\n}\n")
+        val both = run(escaped.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
+        both.stderr shouldContain "(server): script failed at ${escaped.path}:5: IllegalStateException: bad\\u001b[2Jdata\n"
+        both.stderr shouldContain "(client): the server failed: script failed at ${escaped.path}:5: IllegalStateException: bad\\u001b[2Jdata\n"
+    }
+
     test("the compiled script is cached: a second run says 'cache hit' under --debug and still gets the launcher's defaults") {
         val fresh = File(dir, "own-cache")
         val text = script("cached.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { bufferSize(intParam(\"size\", 8)); connect(peer); send() }\n")
