@@ -13,6 +13,8 @@
 # <module>/.cifuzz-corpus/ (the next run starts from it); a finding's input is written where the
 # regression run reads it, <module>/src/test/resources/<package>/<Test>Inputs/<method>/crash-*
 # (commit it with the fix). Maven's log: target/fuzz/maven.log.
+# A fourth target reads files rather than the network: `rdma-run report`'s reader of results
+# documents (scripts, ResultsReaderFuzzTest), seeded with documents that real runs on soft0 wrote.
 set -uo pipefail
 
 root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,6 +34,7 @@ TARGETS=(
   runtime:dev.rdmarun.runtime.soft.TcpTransportFuzzTest:read
   dsl:dev.rdmarun.dsl.FrameCodecFuzzTest:helloFrame
   scripts:dev.rdmarun.scripts.PingpongWireFuzzTest:addressMessage
+  scripts:dev.rdmarun.scripts.ResultsReaderFuzzTest:document
 )
 classes=()
 for t in "${TARGETS[@]}"; do
@@ -41,8 +44,8 @@ for t in "${TARGETS[@]}"; do
   rm -f "$module/target/surefire-reports/TEST-$class.xml"
 done
 
-# One Maven run: each module's fuzz test runs in that module's own test JVM (Jazzer fuzzes one test
-# per JVM), and a finding in one module does not skip the others (failure.ignore; judged below).
+# One Maven run: each fuzz test runs in a test JVM of its own (Jazzer fuzzes one test per JVM;
+# scripts has two: reuseForks=false), and a finding in one does not skip the others (failure.ignore; judged below).
 # The JSON parser the frame decoder relies on is instrumented too, so the fuzzer sees its branches.
 # -timeout goes to libFuzzer through Jazzer's argument passing (a JUnit timeout would bound the
 # whole run, not one input). The outer timeout is only a safety net.
@@ -51,6 +54,7 @@ JAZZER_FUZZ=1 timeout -k 30 $((${#TARGETS[@]} * seconds + 900)) ./mvnw -o -B \
   -pl runtime,dsl,scripts -am test \
   -Dtest="$(IFS=,; echo "${classes[*]}")" -Dsurefire.failIfNoSpecifiedTests=false \
   -Dmaven.test.failure.ignore=true \
+  -DreuseForks=false \
   -Djazzer.max_duration="${seconds}s" \
   -Djazzer.instrument='dev.rdmarun.**,kotlinx.serialization.**' \
   -Djazzer.internal.arg.0=fuzz -Djazzer.internal.arg.1=-timeout=10 -Djazzer.internal.arg.2=-print_final_stats=1 \

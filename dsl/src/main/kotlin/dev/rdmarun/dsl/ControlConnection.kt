@@ -77,7 +77,7 @@ internal class ControlConnection private constructor(
 
     init {
         socket.tcpNoDelay = true
-        handshakeDeadline(System.nanoTime() + timeout.inWholeNanoseconds)
+        handshakeDeadline(deadlineAfter(timeout))
     }
 
     /** The deadline (System.nanoTime()) for every read until [startWatching]. */
@@ -423,7 +423,7 @@ internal class ControlConnection private constructor(
          */
         fun accept(listener: ServerSocket, timeout: Duration, local: Handshake.Credentials,
                    note: (String) -> Unit = {}): Accepted {
-            val end = System.nanoTime() + timeout.inWholeNanoseconds
+            val end = deadlineAfter(timeout)
             val lock = Object()
             val pending = ArrayDeque<ControlConnection>()
             val threads = ArrayList<Thread>()
@@ -464,7 +464,7 @@ internal class ControlConnection private constructor(
                         synchronized(lock) { strays++ }
                         continue
                     }
-                    c.handshakeDeadline(minOf(acceptedAt + timeout.inWholeNanoseconds, end))
+                    c.handshakeDeadline(minOf(deadlineAfter(timeout, acceptedAt), end))
                     val evicted = synchronized(lock) {
                         pending.addLast(c)
                         if (pending.size > MAX_PENDING) pending.removeFirst() else null
@@ -528,7 +528,7 @@ internal class ControlConnection private constructor(
          * Stops early, with a CancellationException, once [keepTrying] says no (checked every second at most).
          */
         fun connect(peer: Peer.Connect, timeout: Duration, keepTrying: () -> Boolean = { true }): ControlConnection {
-            val deadline = System.nanoTime() + timeout.inWholeNanoseconds
+            val deadline = deadlineAfter(timeout)
             var last: IOException
             while (true) {
                 if (!keepTrying()) throw CancellationException("connecting to ${peer.host}:${peer.port} was cancelled")
@@ -547,7 +547,7 @@ internal class ControlConnection private constructor(
                     last = e
                     if (e !is ConnectException && e !is NoRouteToHostException && e !is SocketTimeoutException) break
                 }
-                if (System.nanoTime() >= deadline) break
+                if (System.nanoTime() - deadline >= 0) break
                 Thread.sleep(100) // the server may not listen yet
             }
             throw PeerException("cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"} (is the server started with --listen ${peer.port}?)", last)

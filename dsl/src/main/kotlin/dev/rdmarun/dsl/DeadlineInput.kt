@@ -28,7 +28,7 @@ internal class DeadlineInput(private val socket: Socket) : InputStream() {
 
     /** Sets the deadline [nanos] from now. */
     fun expireIn(nanos: Long) {
-        deadline = System.nanoTime() + nanos
+        deadline = deadlineAfterNanos(nanos)
     }
 
     private fun arm() {

@@ -125,16 +125,16 @@ inline fun CommonScope.repeat(block: () -> Unit) {
             roundDone()
         }
     } else {
-        val s = seconds.toDoubleOrNull()?.takeIf { it >= 0 && it.isFinite() }
-            ?: throw ScenarioException("parameter seconds must be a number of seconds, not '$seconds'")
-        val end = System.nanoTime() + (s * 1e9).toLong()
+        val s = seconds.toDoubleOrNull()?.takeIf { it >= 0 && it <= MAX_DURATION_SECONDS }
+            ?: throw ScenarioException("parameter seconds must be a number of seconds from 0 to $MAX_DURATION_SECONDS ($MAX_DURATION), not '$seconds'")
+        val end = deadlineAfterNanos((s * 1e9).toLong())
         while (System.nanoTime() - end < 0) block()
     }
 }
 
 /** Repeats [block] until [duration] has passed (inline: nothing is allocated per round). */
 inline fun CommonScope.runFor(duration: Duration, block: () -> Unit) {
-    val end = System.nanoTime() + duration.inWholeNanoseconds
+    val end = deadlineAfter(duration) // Duration.INFINITE too
     while (System.nanoTime() - end < 0) block()
 }
 

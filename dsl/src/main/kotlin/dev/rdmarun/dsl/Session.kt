@@ -193,7 +193,7 @@ internal class Session(
                             listener = null
                             control = accepted.connection
                             // The client's own deadline, from its accept, for the rest of its handshake.
-                            accepted.connection.handshakeDeadline(accepted.acceptedAt + timeoutNanos)
+                            accepted.connection.handshakeDeadline(deadlineAfterNanos(timeoutNanos, accepted.acceptedAt))
                             accepted.connection
                         }
                         is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }.also {

@@ -61,6 +61,7 @@ object Validation {
         if (s.retryCount !in 0..7) fail("retry(count = ${s.retryCount}) must be 0..7")
         if (s.retryTimeout !in 0..31) fail("retry(timeout = ${s.retryTimeout}) must be 0..31")
         if (!s.timeout.isPositive()) fail("timeout(${s.timeout}) must be positive")
+        if (s.timeout > MAX_DURATION) fail("timeout(${s.timeout}) is longer than $MAX_DURATION, the longest timeout rdma-run accepts")
     }
 
     /**

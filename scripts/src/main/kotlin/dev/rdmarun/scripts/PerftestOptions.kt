@@ -6,6 +6,8 @@ import com.github.ajalt.clikt.parameters.options.flag
 import com.github.ajalt.clikt.parameters.options.option
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
+import dev.rdmarun.dsl.MAX_DURATION
+import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.dsl.StandardParameters
 
 /**
@@ -24,7 +26,7 @@ class PerftestOptions : OptionGroup(
     private val qps by option("-q", "--qp", metavar = "N", help = "QPs (parameter qps)").int().restrictTo(1..4096)
     private val depth by option("-t", "--tx-depth", metavar = "N", help = "Send queue depth (parameter depth)").int().restrictTo(min = 1)
     private val duration by option("-D", "--duration", metavar = "SECONDS", help = "Run repeat { } for SECONDS instead of -n rounds (parameter seconds)")
-        .convert { text -> text.toDoubleOrNull()?.takeIf { it > 0 && it.isFinite() } ?: fail("'$text' is not a positive number of seconds") }
+        .convert { text -> text.toDoubleOrNull()?.takeIf { it > 0 && it <= MAX_DURATION_SECONDS } ?: fail("'$text' is not a positive number of seconds up to $MAX_DURATION_SECONDS ($MAX_DURATION)") }
     private val inline by option("-I", "--inline-size", metavar = "BYTES", help = "Largest inline send or write (parameter inline)")
         .int().restrictTo(min = 0)
 

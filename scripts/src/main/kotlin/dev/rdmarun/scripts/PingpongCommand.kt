@@ -8,6 +8,7 @@ import com.github.ajalt.clikt.parameters.options.default
 import com.github.ajalt.clikt.parameters.options.option
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
+import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.runtime.Access
 import dev.rdmarun.runtime.CompletionQueue
 import dev.rdmarun.runtime.DeviceList
@@ -67,9 +68,9 @@ class PingpongCommand : RdmaCommand("pingpong") {
         .int().restrictTo(0..15).default(0)
     private val peerTimeout by option("--peer-timeout", metavar = "SECONDS",
         help = "Give up when the peer does not connect, answer, or complete a message for this long (default 60)")
-        .int().restrictTo(min = 1).default(60)
+        .int().restrictTo(1..MAX_DURATION_SECONDS).default(60)
     private val timeout by option("--timeout", metavar = "SECONDS", help = "Give up when the whole run takes longer (default: no limit)")
-        .int().restrictTo(min = 1)
+        .int().restrictTo(1..MAX_DURATION_SECONDS)
     private val host by argument("HOST", help = "Server to connect to; without it, wait for a client").optional()
 
     override fun help(context: Context) =

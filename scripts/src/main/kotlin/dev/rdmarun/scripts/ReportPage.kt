@@ -1,13 +1,9 @@
 package dev.rdmarun.scripts
 
-import dev.rdmarun.dsl.LatencySummary
 import java.util.Locale
 import kotlin.math.log10
 import kotlin.math.log2
 import kotlin.math.pow
-
-/** One results document and the name it is shown under (its file name). */
-data class ReportInput(val name: String, val document: ResultsDocument)
 
 /**
  * The HTML page of `rdma-run report`: one self-contained file (inline CSS and SVG, no script,
@@ -38,7 +34,7 @@ object ReportPage {
         append("</p>\n")
 
         append("<h2>Latency percentile distribution</h2>\n")
-        val latency = inputs.flatMap { input -> input.document.runs.flatMap { run -> latencySeries(input, run) } }
+        val latency = inputs.flatMap { input -> input.document.runs.zip(input.curves).flatMap { (run, curves) -> latencySeries(input, run, curves) } }
         plot("latency", latency, "percentile", "latency [µs]", percentileAxis = true)
 
         append("<h2>Bandwidth over time</h2>\n")
@@ -84,25 +80,12 @@ object ReportPage {
             if (sized.size < 2) null else "${input.name} $role" to sized
         }
 
-    /** The work-request latency and each section of a run, as (x = log10 of 1/(1-percentile), y = µs). */
-    private fun latencySeries(input: ReportInput, run: ResultsRun): List<Series> {
-        val all = listOfNotNull(run.end.total.latency?.let { "work requests" to it }) + run.end.sections.toSortedMap().toList()
-        return all.mapNotNull { (name, l) ->
-            val encoded = l.histogram ?: return@mapNotNull null
-            val h = LatencySummary.decode(encoded)
-            val divisor = if (l.roundTrip) 2000.0 else 1000.0
-            val points = ArrayList<Pair<Double, Double>>()
-            for (v in h.percentiles(5)) {
-                val p = v.percentileLevelIteratedTo / 100.0
-                if (p >= MAX_PERCENTILE) break
-                points += log10(1 / (1 - p)) to v.valueIteratedTo / divisor
-            }
-            points += log10(1 / (1 - MAX_PERCENTILE)) to h.maxValue / divisor // the maximum, at the right edge
-            Series(runName(input, run) + " " + name + if (l.roundTrip) " (one way)" else "", points)
-        }
+    /** The work-request latency and each section of a run, as (x = log10 of 1/(1-percentile), y = µs); [ResultsReader] decoded them. */
+    private fun latencySeries(input: ReportInput, run: ResultsRun, curves: List<LatencyCurve>): List<Series> = curves.map { c ->
+        val divisor = if (c.roundTrip) 2000.0 else 1000.0
+        Series(runName(input, run) + " " + c.name + if (c.roundTrip) " (one way)" else "", c.points.map { (x, nanos) -> x to nanos / divisor })
     }
 
-    private const val MAX_PERCENTILE = 0.99999
     private const val W = 760.0
     private const val H = 360.0
     private const val LEFT = 70.0

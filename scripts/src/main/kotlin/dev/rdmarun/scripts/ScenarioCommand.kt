@@ -26,6 +26,8 @@ import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.dsl.LatencySummary
 import dev.rdmarun.dsl.SettingsOverrides
 import dev.rdmarun.dsl.ControlToken
+import dev.rdmarun.dsl.MAX_DURATION
+import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.dsl.StandardParameters
 import dev.rdmarun.dsl.printable
 import dev.rdmarun.dsl.describeFailure
@@ -114,7 +116,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
     private val interval by option("-i", "--interval", metavar = "SECONDS",
         help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON")
-        .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it.isFinite() } ?: fail("'$text' is not a number of seconds of at least 0.1") }
+        .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it <= MAX_DURATION_SECONDS } ?: fail("'$text' is not a number of seconds from 0.1 to $MAX_DURATION_SECONDS ($MAX_DURATION)") }
     private val histogram by option("--histogram", metavar = "FILE",
         help = "Write the latency the results lead with (the first measure section, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
         .file(canBeDir = false)
@@ -521,11 +523,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             return name to text.substring(eq + 1)
         }
 
-        /** A positive, finite kotlin Duration: `30s`, `2m`, `500ms`, `1m 30s`. */
+        /** A positive kotlin Duration of at most [MAX_DURATION]: `30s`, `2m`, `500ms`, `1m 30s`. */
         fun parseTimeout(text: String): Duration {
             val d = Duration.parseOrNull(text.trim())
                 ?: throw IllegalArgumentException("'$text' is not a duration like 30s, 2m or 500ms")
-            require(d.isPositive() && d.isFinite()) { "the timeout must be positive and finite, not $text" }
+            require(d.isPositive()) { "the timeout must be positive, not $text" }
+            require(d <= MAX_DURATION) { "the timeout must be at most $MAX_DURATION, not $text" }
             return d
         }
     }
