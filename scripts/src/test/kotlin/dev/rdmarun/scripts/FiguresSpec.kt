@@ -100,7 +100,7 @@ class FiguresSpec : FunSpec({
             listOf("-n", "200", "-i", "30"), // far shorter than one interval: the partial one is all there is
             listOf("-D", "0.4", "-i", "0.1"),
             listOf("-n", "400", "-i", "0.15", "--set", "op=send"), // the server's receives take exactly the client's sends
-            listOf("-n", "2000", "--set", "warmup=300", "-i", "0.05"),
+            listOf("-n", "2000", "--set", "warmup=300", "-i", "0.1"),
             listOf("-D", "0.3", "-i", "0.1", "--set", "op=read"),
         )
         for (args in runs) {
