@@ -40,7 +40,8 @@ export RDMA_RUN_JAVA_OPTS
 
 CASES=(runtime_device_tests dsl_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer
        script_multi_qp script_card script_pingpong_lat script_write_bw script_read_lat script_atomics script_loopback
-       script_progress script_peer_killed script_interrupted script_link_down script_memlock)
+       script_progress script_peer_killed script_interrupted script_link_down script_memlock
+       script_figures)
 
 # ---- helpers ----
 
@@ -533,6 +534,23 @@ case_script_memlock() {
   expect_log small "ulimit -l" || ok=1
   expect_no_log small "	at " || ok=1
   note "memlock 64 KiB: $(grep -m1 'hint' "$case_dir/small.log" | cut -c1-160)"
+  return $ok
+}
+
+# The figures on a device: write-bw with a warm-up whose last writes are in flight when it ends
+# counts exactly the measured 500 writes of 4 KiB, and each side's intervals (the partial last one
+# included) add up to its totals; read-lat's perftest line says #iterations 1000 (its reads).
+case_script_figures() {
+  local ok=0 side
+  script_pair write-bw 18650 --set size=4096 --set iterations=500 --set warmup=100 -i 0.2 || ok=1
+  for side in server client; do expect_interval_sums "$case_dir/$side.json" || ok=1; done
+  grep -q '"operations": 500,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 500 writes"; ok=1; }
+  grep -q '"bytesSent": 2048000,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 2048000 bytes"; ok=1; }
+  script_pair read-lat 18651 || ok=1
+  if ! grep -A1 '#iterations  BW peak' "$case_dir/client.log" | grep -qE '^ *[0-9]+ +1000 '; then
+    why="${why:+$why; }read-lat's client does not say #iterations 1000"
+    ok=1
+  fi
   return $ok
 }
 

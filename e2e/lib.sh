@@ -197,3 +197,30 @@ run_cases() {
   echo "$passed passed, $failed failed" | tee "$LOGS/summary.txt"
   [ "$failed" -eq 0 ]
 }
+
+# expect_interval_sums FILE: in the results document FILE (--json, with -i), every run's interval
+# records add up to its end.total, exactly (bytes both ways, work requests, messages); awk, so
+# that it needs nothing the VM may lack. Relies on kotlinx's pretty printing: a field per line.
+expect_interval_sums() {
+  local out
+  out=$(awk '
+    function field(line) { sub(/.*: /, "", line); sub(/,$/, "", line); return line + 0 }
+    /"role": "(server|client)"/ { role = $0; gsub(/.*: "|",?$/, "", role) }
+    /"intervals": \[/ { state = "iv"; n = 0; split("", sum) }
+    state == "iv" && /"startSeconds"/ { n++ }
+    /"end": \{/ { state = "end" }
+    state == "end" && /"total": \{/ { state = "total" }
+    (state == "iv" || state == "total") && /"(bytesSent|bytesReceived|operations|messagesReceived)":/ {
+      name = $0; gsub(/^ *"|":.*$/, "", name)
+      if (state == "iv") sum[name] += field($0); else total[name] = field($0)
+    }
+    state == "total" && /^ *}/ {
+      state = ""
+      for (k in total) if (sum[k] + 0 != total[k]) printf "%s: intervals hold %d %s, the total %d; ", role, sum[k], k, total[k]
+      if (n == 0) printf "%s: no interval records; ", role
+    }' "$1")
+  if [ -n "$out" ]; then
+    why="${why:+$why; }$(basename "$1"): $out"
+    return 1
+  fi
+}

@@ -21,7 +21,8 @@ PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
 LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
-CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed script_atomics)
+CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed script_atomics
+       script_figures)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -118,6 +119,26 @@ case_script_atomics() {
   script_pair atomics 18746 --set qps=2 --set iterations=100 || return 1
   for side in server client; do
     expect_rc "$side" 0 || ok=1
+  done
+  return $ok
+}
+
+# write-bw as two processes, three times: a warm-up whose last 15 writes are still in flight when
+# it ends is left out exactly (500 writes of 4 KiB counted), and each side's intervals, the last
+# partial one included, add up to its totals.
+case_script_figures() {
+  local port=18747 ok=0 i side
+  local args=("$root/samples/write-bw.main.kts" -d "$DEV" --timeout 60s -s 4096 -n 500 --set warmup=100 -i 0.1)
+  for i in 1 2 3; do
+    start server "$RDMA_RUN" "${args[@]}" --listen "$port" --json "$case_dir/server-$i.json"
+    wait_listen "$port" server || return 1
+    run client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port" --json "$case_dir/client-$i.json"
+    finish server
+    expect_rc server 0 || ok=1
+    expect_rc client 0 || ok=1
+    for side in server client; do expect_interval_sums "$case_dir/$side-$i.json" || ok=1; done
+    grep -q '"operations": 500,' "$case_dir/client-$i.json" || { why="${why:+$why; }run $i: the client did not count 500 writes"; ok=1; }
+    grep -q '"bytesSent": 2048000,' "$case_dir/client-$i.json" || { why="${why:+$why; }run $i: the client did not count 2048000 bytes"; ok=1; }
   done
   return $ok
 }

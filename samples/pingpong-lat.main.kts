@@ -22,16 +22,21 @@ rdma {
     connect(peer)
 
     qp(0) {
-        repeat(warmup + iterations) { i ->
+        repeat(warmup) {
             if (isClient) {
-                if (i < warmup) {
+                send(size)
+                receive(copyPayload = false)
+            } else {
+                receive(copyPayload = false)
+                send(size)
+            }
+        }
+        measureFromHere() // the warm-up's sends and messages are in no figure: #iterations is `iterations`
+        repeat(iterations) {
+            if (isClient) {
+                measureRoundTrip("rtt") {
                     send(size)
                     receive(copyPayload = false)
-                } else {
-                    measureRoundTrip("rtt") {
-                        send(size)
-                        receive(copyPayload = false)
-                    }
                 }
             } else {
                 receive(copyPayload = false)

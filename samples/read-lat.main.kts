@@ -28,6 +28,7 @@ rdma {
     qp(0) {
         client {
             repeat(warmup) { read(size); awaitCompletion() }
+            measureFromHere() // the warm-up's reads are in no figure: #iterations is `iterations`
             repeat(iterations) { measure("read") { read(size); awaitCompletion() } }
             val wrong = (0 until size).firstOrNull { buffer().get(JAVA_BYTE, it.toLong()) != pattern(it) }
             if (wrong != null) throw ScenarioException("byte $wrong read from the server is not what the server wrote")

@@ -17,15 +17,22 @@ internal class Rounds {
     var done = 0L
 }
 
-/** This side's traffic so far, as a [ScenarioMonitor] read it (see [TrafficResult] for what counts). */
+/**
+ * This side's traffic so far in the measured phase, as a [ScenarioMonitor] read it (see
+ * [TrafficResult] for what counts): the figures the results will have once the run ends.
+ */
 data class LiveTotals(
-    /** Nanoseconds since connect(peer) finished (QPs connected). */
+    /** Nanoseconds since the measured phase began: connect(peer) finished (QPs connected), or the last warm-up ended. */
     val elapsedNanos: Long,
     val bytesSent: Long,
     val bytesReceived: Long,
     /** Work requests completed. */
     val operations: Long,
     val messagesReceived: Long,
+    /** Warm-ups ended so far (all QPs): when it changes, the figures started again from 0. */
+    val phase: Int = 0,
+    /** Which of the monitor's scenarios this reading is of (1 for the first). */
+    val run: Int = 0,
 )
 
 /**
@@ -53,6 +60,9 @@ class ScenarioMonitor(
     private var runningSince = 0L
 
     @Volatile
+    private var run = 0
+
+    @Volatile
     private var job: Job? = null
 
     @Volatile
@@ -61,19 +71,25 @@ class ScenarioMonitor(
 
     /** This side's totals while a scenario runs after connect(peer), else null (before it, tearing down, done). */
     fun totals(): LiveTotals? {
-        val since = runningSince
-        if (since == 0L) return null
+        val started = runningSince
+        if (started == 0L) return null
+        val run = run
+        var since = started
+        var phase = 0
         var sent = 0L
         var received = 0L
         var operations = 0L
         var messages = 0L
         for (c in counters) {
-            sent += c.bytesSent()
-            received += c.bytesReceived()
-            operations += c.operations()
-            messages += c.messagesReceived()
+            val m = c.measured()
+            if (m.phase > 0 && m.sinceNanos - since > 0) since = m.sinceNanos
+            phase += m.phase
+            sent += m.bytesSent
+            received += m.bytesReceived
+            operations += m.operations
+            messages += m.messagesReceived
         }
-        return LiveTotals(System.nanoTime() - since, sent, received, operations, messages)
+        return LiveTotals(System.nanoTime() - since, sent, received, operations, messages, phase, run)
     }
 
     /**
@@ -110,14 +126,28 @@ class ScenarioMonitor(
         onNote?.invoke(line) ?: System.err.println("rdma-run: $line")
     }
 
-    internal fun running(perQp: List<QpStats>, rounds: List<Rounds>) {
+    /** The scenario's QPs are connected, at [startNanos] (System.nanoTime(), its results' start). */
+    internal fun running(perQp: List<QpStats>, rounds: List<Rounds>, startNanos: Long) {
         counters = perQp
         this.rounds = rounds
-        runningSince = System.nanoTime()
+        run++
+        runningSince = startNanos
         onRunning?.invoke()
     }
 
+    /**
+     * The last scenario's figures as it stopped (its work complete: they are its results' own), or
+     * null before one ran; its [LiveTotals.elapsedNanos] runs a little past the results' duration.
+     */
+    @Volatile
+    var lastTotals: LiveTotals? = null
+        private set
+
+    /** Scenarios started so far with this monitor (the [LiveTotals.run] of the latest). */
+    val runs: Int get() = run
+
     internal fun stopped() {
+        if (runningSince != 0L) lastTotals = totals()
         runningSince = 0L
         counters = emptyList()
         rounds = emptyList()

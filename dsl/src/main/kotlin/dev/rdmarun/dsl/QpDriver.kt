@@ -275,8 +275,10 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     }
 
     override fun measureFromHere() {
+        val now = System.nanoTime()
+        engine.measureFromHere(now)
         counters.measureFromHere()
-        session.measuredFrom(System.nanoTime())
+        session.measuredFrom(now)
     }
 
     override suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T {

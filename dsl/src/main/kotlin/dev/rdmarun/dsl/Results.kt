@@ -184,11 +184,13 @@ data class ScenarioResult(
         appendLine(rule)
         val unit = if (gbits) "Gb/sec" else "MB/sec"
         fun rate(bytesPerSecond: Double) = if (gbits) fixed(bytesPerSecond * 8 / 1e9, 2) else fixed(bytesPerSecond / (1 shl 20), 2)
-        val sending = total.bytesSent >= total.bytesReceived
-        val messages = if (sending) total.operations else total.messagesReceived
+        // perftest's #iterations: the work requests the test posted and measured, whatever their
+        // kind (READ and atomics bring bytes in); only a side that posted none (a SEND test's
+        // receiver) counts the messages it received.
+        val iterations = if (total.operations > 0) total.operations else total.messagesReceived
         val average = bytesPerSecond
         appendLine(String.format(Locale.ROOT, PERF_BW_ROW, "#bytes", "#iterations", "BW peak[$unit]", "BW average[$unit]", "MsgRate[Mpps]"))
-        appendLine(String.format(Locale.ROOT, PERF_BW_ROW, averageMessageSize, messages,
+        appendLine(String.format(Locale.ROOT, PERF_BW_ROW, averageMessageSize, iterations,
             peakBytesPerSecond?.let { rate(maxOf(it, average)) } ?: "-", rate(average), fixed(total.mpps, 6)))
         val latencies = listOfNotNull(total.latency?.let { "work requests" to it }) + sections.toSortedMap().toList()
         if (latencies.isNotEmpty()) {
@@ -224,16 +226,11 @@ private fun fixed(x: Double, decimals: Int): String = String.format(Locale.ROOT,
 internal class QpCounters(private val stats: QpStats? = null) {
     val sections = HashMap<String, Histogram>()
 
-    /** The engine's counters when a warm-up ended ([measureFromHere]): subtracted from every figure. */
-    private var baseline: Baseline? = null
-
-    private class Baseline(val bytesSent: Long, val bytesReceived: Long, val operations: Long, val messagesReceived: Long,
-                           val messagesNotReceived: Long, val latency: Histogram)
-
-    /** What this QP did so far was a warm-up: its counters, latencies and sections start again from here. */
+    /**
+     * What this QP measured so far was a warm-up: its sections start again from here (the engine
+     * splits its own counters at the same point, [dev.rdmarun.runtime.engine.QpEngine.measureFromHere]).
+     */
     fun measureFromHere() {
-        val s = stats ?: return
-        baseline = Baseline(s.bytesSent(), s.bytesReceived(), s.operations(), s.messagesReceived(), s.messagesNotReceived(), s.latencyCopy())
         sections.clear()
         roundTrips.clear()
     }
@@ -260,14 +257,15 @@ internal class QpCounters(private val stats: QpStats? = null) {
         var messagesNotReceived = 0L
         var latency: Histogram? = null
 
-        fun add(s: QpStats, b: Baseline?) {
-            bytesSent += s.bytesSent() - (b?.bytesSent ?: 0)
-            bytesReceived += s.bytesReceived() - (b?.bytesReceived ?: 0)
-            operations += s.operations() - (b?.operations ?: 0)
-            messagesReceived += s.messagesReceived() - (b?.messagesReceived ?: 0)
-            messagesNotReceived += s.messagesNotReceived() - (b?.messagesNotReceived ?: 0)
-            val h = s.latencyCopy()
-            if (b != null && b.latency.totalCount > 0) h.subtract(b.latency)
+        /** Adds the measured phase of [s]: work requests posted and messages taken after the last warm-up. */
+        fun add(s: QpStats) {
+            val m = s.measured()
+            bytesSent += m.bytesSent
+            bytesReceived += m.bytesReceived
+            operations += m.operations
+            messagesReceived += m.messagesReceived
+            messagesNotReceived += m.messagesNotReceived
+            val h = s.measuredLatency()
             if (h.totalCount > 0) (latency ?: Histogram(3).also { latency = it }).add(h)
         }
 
@@ -293,7 +291,7 @@ internal class QpCounters(private val stats: QpStats? = null) {
             val roundTrips = HashSet<String>()
             val each = perQp.mapIndexed { i, c ->
                 val t = Totals()
-                c.stats?.let { t.add(it, c.baseline); total.add(it, c.baseline) }
+                c.stats?.let { t.add(it); total.add(it) }
                 for ((name, h) in c.sections) sections.getOrPut(name) { Histogram(3) }.add(h)
                 roundTrips += c.roundTrips
                 t.toResult(i, seconds)

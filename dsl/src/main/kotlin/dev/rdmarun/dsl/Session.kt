@@ -224,7 +224,7 @@ internal class Session(
                     heartbeat = { progressReport() },
                 )
                 startNanos = System.nanoTime()
-                monitor?.running(drivers.map { it.engine.stats() }, drivers.map { it.rounds } + scenarioRounds)
+                monitor?.running(drivers.map { it.engine.stats() }, drivers.map { it.rounds } + scenarioRounds, startNanos)
             } finally {
                 settingUp = false
                 unblocker.cancel()
@@ -608,6 +608,7 @@ internal class Session(
         val sent = checkedCounts(peerDone.messagesSent)
         for (d in drivers) d.awaitArrivals(sent[d.index])
         val end = System.nanoTime()
+        monitor?.stopped() // the figures are final: a launcher's intervals end here, not after the goodbyes
         drivers.forEach { it.engine.stopCredits() }
         for (d in drivers) d.awaitCreditIdle()
         sendControl(Done(2))

@@ -45,7 +45,8 @@ internal class ProgressLine(
                 return@mapIndexedNotNull null
             }
             val bytes = t.bytesSent + t.bytesReceived
-            val gbps = if (lastNanos[i] == 0L) null else (bytes - lastBytes[i]) * 8.0 / (now - lastNanos[i])
+            // The totals are of the measured phase: they start again from 0 when a warm-up ends (no rate then).
+            val gbps = if (lastNanos[i] == 0L || bytes < lastBytes[i]) null else (bytes - lastBytes[i]) * 8.0 / (now - lastNanos[i])
             lastBytes[i] = bytes
             lastNanos[i] = now
             val fraction = plannedSeconds?.let { (t.elapsedNanos / 1e9 / it).coerceIn(0.0, 1.0) } ?: monitor.fractionDone()

@@ -226,7 +226,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     /** A scenario ended on one side: keep it, with its intervals and peak, for the JSON; returns it. */
     private fun ended(result: ScenarioResult, sampler: IntervalSampler): ResultsRun {
-        val (intervals, peak) = sampler.take()
+        val (intervals, peak) = sampler.take(result)
         val run = ResultsRun(result.role.label, runLabel, intervals, peak, result)
         synchronized(documentRuns) { documentRuns += run }
         return run
@@ -284,6 +284,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             throw UsageError("${PerftestOptions.FLAGS[it]} and --set $it both give the parameter $it: give it once")
         }
         val given = sets + flagged
+        val fixed = declared.sizeFixedBy
+        if (perftest.all && !declared.incomplete && StandardParameters.SIZE !in declared.read && fixed != null) {
+            throw UsageError("-a sweeps the message size, but ${script.name} fixes it with ${printable(fixed.text)} at line ${fixed.line}: " +
+                "remove one (or let the script read it: bufferSize(sizeParam(\"size\", 4096)))")
+        }
         val names = given.keys + if (perftest.all) listOf(StandardParameters.SIZE) else emptyList()
         declared.unknown(names, script.name) { name ->
             if (name in flagged || (perftest.all && name == StandardParameters.SIZE)) PerftestOptions.FLAGS.getValue(name) else "--set $name"

@@ -5,6 +5,9 @@ import dev.rdmarun.dsl.StandardParameters
 /** One parameter a script reads: its [default] and [doc] as the source gives them (empty when it gives none). */
 data class ScriptParameter(val name: String, val default: String, val doc: String)
 
+/** A call in a script's source: its [text] as written (e.g. `bufferSize(4096)`) and its 1-based [line]. */
+data class SourceCall(val text: String, val line: Int)
+
 /**
  * The parameters a scenario script reads, found in its source before anything runs, so that a
  * `--set` name nobody reads is an error instead of a silent no-op, and `--params` can list them.
@@ -21,6 +24,8 @@ class ScriptParameters private constructor(
     val read: Map<String, ScriptParameter>,
     /** A reader's name is computed: the script may read names not in [read]. */
     val incomplete: Boolean,
+    /** The script's first `bufferSize(...)` call, which fixes the message size (so it does not read `size`), or null. */
+    val sizeFixedBy: SourceCall? = null,
 ) {
     /**
      * The first of [given] that the script does not read, as one sentence with a "did you mean";
@@ -76,7 +81,27 @@ class ScriptParameters private constructor(
                 standard(StandardParameters.SECONDS)
                 standard(StandardParameters.WARMUP)
             }
-            return ScriptParameters(read, incomplete)
+            val sizeCall = BUFFER_SIZE_CALL.find(code)?.let { call(source, code, it.range.first, it.range.last) }
+            return ScriptParameters(read, incomplete, sizeCall)
+        }
+
+        /**
+         * The call that starts at [start] and whose `(` is at [open], as the source writes it (up to
+         * its closing parenthesis, found in [code] where strings and comments are blanked; to the
+         * end of the line when it does not close there), and its line.
+         */
+        private fun call(source: String, code: String, start: Int, open: Int): SourceCall {
+            val lineEnd = code.indexOf('\n', open).let { if (it < 0) code.length else it }
+            var depth = 0
+            var end = lineEnd
+            for (i in open until lineEnd) {
+                if (code[i] == '(') depth++
+                if (code[i] == ')' && --depth == 0) {
+                    end = i + 1
+                    break
+                }
+            }
+            return SourceCall(source.substring(start, end).trim(), source.substring(0, start).count { it == '\n' } + 1)
         }
 
         /** The `//` comment that ends the line holding [at], trimmed; empty when there is none. */

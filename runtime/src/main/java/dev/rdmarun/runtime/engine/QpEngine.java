@@ -489,6 +489,7 @@ public final class QpEngine {
             } else {
                 stats.bytesSent += ringSize[at];
             }
+            stats.completedInWarmup(s, kind.writesLocalBuffer(), ringSize[at]);
         }
         if (seq > completed) completed = seq;
     }
@@ -503,7 +504,9 @@ public final class QpEngine {
                 return;
             }
             long now = System.nanoTime();
-            stats.latency.recordValue(Math.max(0, now - ringPostNanos[(int) (seq & ringMask)]));
+            long latency = Math.max(0, now - ringPostNanos[(int) (seq & ringMask)]);
+            stats.latency.recordValue(latency);
+            stats.latencyInWarmup(seq, latency);
             completeThrough(seq);
             listener.onProgress(QpEngine.this);
         }
@@ -764,6 +767,7 @@ public final class QpEngine {
 
     /** Takes the oldest waiting message off the queue (its receive slot goes back to the peer). */
     public void releaseMessage() {
+        if (hasMessage()) stats.messageReleased();
         if (inboxSize > 0) {
             inboxHead = (inboxHead + 1) % inboxDepth;
             inboxSize--;
@@ -786,8 +790,22 @@ public final class QpEngine {
         sink = true;
         while (hasMessage()) {
             stats.messagesNotReceived++;
+            stats.messageDropped(messageLength());
             releaseMessage();
         }
+    }
+
+    /**
+     * Ends a warm-up here: every work request posted so far belongs to it (its completion, bytes
+     * and latency, whenever it completes), and so does every message a receive() took; what is
+     * posted or taken from now on is measured ({@link QpStats#measured}). [nanos] is when the
+     * measured phase started (System.nanoTime()).
+     */
+    public void measureFromHere(long nanos) {
+        long waitingBytes = 0;
+        for (int i = 0; i < inboxSize; i++) waitingBytes += inboxLength[(inboxHead + i) % inboxDepth];
+        for (int i = 0; i < heldSize; i++) waitingBytes += heldLength[(heldHead + i) % heldSlot.length];
+        stats.startMeasuring(posted, messagesWaiting(), waitingBytes, nanos);
     }
 
     // ---- data buffers ----

@@ -1,11 +1,17 @@
 package dev.rdmarun.runtime.engine;
 
+import java.util.concurrent.locks.StampedLock;
 import org.HdrHistogram.Histogram;
 
 /**
  * What one QP's engine counted. The dispatcher thread writes; other threads (a progress line,
  * heartbeats) may read without synchronization and see values a little behind, which a display
  * does not mind and which costs the data path nothing.
+ *
+ * <p>The counters run from the start, warm-up included. {@link QpEngine#measureFromHere} ends a
+ * warm-up: from then on {@link #measured} leaves out every work request posted before it (its
+ * completion, bytes and latency, whenever it completes) and every message a receive() took
+ * before it; a message no receive() took counts in the phase it arrived in.
  */
 public final class QpStats {
     long posted;
@@ -18,22 +24,39 @@ public final class QpStats {
     /** Post-to-completion latency of signaled work requests, in ns. */
     final Histogram latency = new Histogram(3);
 
+    // ---- the warm-up's share of the counters above (written under boundary's write lock at a boundary) ----
+    /** The last work request of the warm-up: those up to it count as warm-up whenever they complete. */
+    long warmupThrough;
+    long warmupOperations;
+    long warmupBytesSent;
+    long warmupBytesReceived;
+    long warmupMessagesReceived;
+    long warmupMessagesNotReceived;
+    /** Messages that arrived before the boundary and still wait for a receive() (the oldest ones, in order). */
+    long warmupWaiting;
+    /** The warm-up's latencies (allocated at the first boundary). */
+    Histogram warmupLatency;
+    int phase;
+    long measuredSinceNanos;
+    /** Lets another thread read the measured figures consistently while a boundary moves them. */
+    final StampedLock boundary = new StampedLock();
+
     /** Work requests posted by the user. */
     public long posted() {
         return posted;
     }
 
-    /** Work requests of the user completed. */
+    /** Work requests of the user completed, warm-up included. */
     public long operations() {
         return operations;
     }
 
-    /** Bytes this side sent with sends and writes. */
+    /** Bytes this side sent with sends and writes, warm-up included. */
     public long bytesSent() {
         return bytesSent;
     }
 
-    /** Bytes that arrived here: received messages, READ data, atomic results. */
+    /** Bytes that arrived here: received messages, READ data, atomic results; warm-up included. */
     public long bytesReceived() {
         return bytesReceived;
     }
@@ -43,23 +66,124 @@ public final class QpStats {
         return messagesSent;
     }
 
-    /** Messages that arrived here (sends and writeWithImm of the peer), whether a receive took them or not. */
+    /** Messages that arrived here (sends and writeWithImm of the peer), whether a receive took them or not; warm-up included. */
     public long messagesReceived() {
         return messagesReceived;
     }
 
-    /** Messages that arrived but no receive took before this side finished. */
+    /** Messages that arrived but no receive took before this side finished; warm-up included. */
     public long messagesNotReceived() {
         return messagesNotReceived;
     }
 
-    /** A copy of the latency histogram (call it on the dispatcher thread, or once the engine is idle). */
+    /** A copy of the latency histogram, warm-up included (call it on the dispatcher thread, or once the engine is idle). */
     public Histogram latencyCopy() {
         return latency.copy();
+    }
+
+    /**
+     * The latencies of the measured phase (call it on the dispatcher thread, or once the engine is
+     * idle): those of work requests posted after the last warm-up.
+     */
+    public Histogram measuredLatency() {
+        Histogram h = latency.copy();
+        if (warmupLatency != null && warmupLatency.getTotalCount() > 0) h.subtract(warmupLatency);
+        return h;
     }
 
     /** A number that grows whenever this QP makes any progress: for telling a stuck peer from a slow one. */
     public long progress() {
         return posted + operations + messagesReceived;
+    }
+
+    /**
+     * The figures of the measured phase (everything, when no warm-up ended), read consistently from
+     * any thread: a reading never mixes two phases.
+     */
+    public Measured measured() {
+        while (true) {
+            long stamp = boundary.tryOptimisticRead();
+            Measured m = new Measured(phase, measuredSinceNanos, bytesSent - warmupBytesSent, bytesReceived - warmupBytesReceived,
+                    operations - warmupOperations, messagesReceived - warmupMessagesReceived,
+                    messagesNotReceived - warmupMessagesNotReceived);
+            if (stamp != 0 && boundary.validate(stamp)) return m;
+            Thread.onSpinWait();
+        }
+    }
+
+    /**
+     * One reading of the measured phase's figures.
+     *
+     * @param phase              how many warm-ups ended before it (0: none, the whole run is measured)
+     * @param sinceNanos         System.nanoTime() of the last warm-up's end (0 when none ended)
+     * @param bytesSent          bytes sent by work requests of the phase
+     * @param bytesReceived      bytes received (messages, READ data, atomic results)
+     * @param operations         work requests of the phase completed
+     * @param messagesReceived   messages of the phase (see the class comment)
+     * @param messagesNotReceived those of them no receive() took
+     */
+    public record Measured(int phase, long sinceNanos, long bytesSent, long bytesReceived, long operations,
+                           long messagesReceived, long messagesNotReceived) {
+    }
+
+    // ---- written by the engine, on the dispatcher thread ----
+
+    /** Work request {@code seq} completed with {@code bytes} coming in ({@code toLocal}) or going out. */
+    void completedInWarmup(long seq, boolean toLocal, int bytes) {
+        if (seq > warmupThrough) return;
+        warmupOperations++;
+        if (toLocal) warmupBytesReceived += bytes;
+        else warmupBytesSent += bytes;
+    }
+
+    /** The latency of signaled work request {@code seq}, already recorded in {@link #latency}. */
+    void latencyInWarmup(long seq, long nanos) {
+        if (seq <= warmupThrough && warmupLatency != null) warmupLatency.recordValue(nanos);
+    }
+
+    /**
+     * Ends a warm-up after work request {@code lastPosted}: all that completed and every message
+     * taken so far become warm-up; {@code waiting} messages ({@code waitingBytes} bytes) still wait
+     * for a receive().
+     */
+    void startMeasuring(long lastPosted, long waiting, long waitingBytes, long nanos) {
+        long stamp = boundary.writeLock();
+        try {
+            warmupThrough = lastPosted;
+            warmupOperations = operations;
+            warmupBytesSent = bytesSent;
+            warmupBytesReceived = bytesReceived - waitingBytes;
+            warmupMessagesReceived = messagesReceived - waiting;
+            warmupMessagesNotReceived = messagesNotReceived;
+            warmupWaiting = waiting;
+            if (warmupLatency == null) warmupLatency = new Histogram(3);
+            warmupLatency.reset();
+            warmupLatency.add(latency);
+            phase++;
+            measuredSinceNanos = nanos;
+        } finally {
+            boundary.unlockWrite(stamp);
+        }
+    }
+
+    /** The oldest waiting message left the queue (a receive() took it, or it was dropped). */
+    void messageReleased() {
+        if (warmupWaiting > 0) warmupWaiting--;
+    }
+
+    /**
+     * The oldest waiting message, of {@code length} bytes, is about to be dropped at the end: one
+     * that arrived in the warm-up goes back to it (a message taken counts where it was taken).
+     */
+    void messageDropped(int length) {
+        if (warmupWaiting == 0) return;
+        long stamp = boundary.writeLock();
+        try {
+            warmupMessagesReceived++;
+            warmupMessagesNotReceived++;
+            warmupBytesReceived += length;
+        } finally {
+            boundary.unlockWrite(stamp);
+        }
     }
 }

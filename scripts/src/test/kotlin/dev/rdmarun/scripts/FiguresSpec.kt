@@ -1,0 +1,140 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.clikt.testing.CliktCommandTestResult
+import com.github.ajalt.clikt.testing.test
+import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldContainExactly
+import io.kotest.matchers.collections.shouldNotBeEmpty
+import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldContain
+import java.io.File
+import java.nio.file.Files
+
+/**
+ * The figures of a run are what it measured, exactly, on soft0 in one JVM: perftest's
+ * `#iterations`, the boundary between a warm-up and the measured phase, and intervals that add up
+ * to the totals.
+ */
+class FiguresSpec : FunSpec({
+    val dir = Files.createTempDirectory("figures-spec").toFile()
+    val cache = File(dir, "cache")
+    afterSpec { dir.deleteRecursively() }
+
+    fun script(name: String, text: String) = File(dir, name).apply { writeText(text) }
+    fun run(vararg args: String): CliktCommandTestResult = rdmaRun(cache).test(withImplicitRun(arrayOf(*args)).toList())
+
+    /** The `#iterations` of [role]'s perftest bandwidth line in the printed results. */
+    fun iterations(out: String, role: String): Long {
+        val table = out.substringAfter("$role on soft0:")
+        val lines = table.lines()
+        val header = lines.indexOfFirst { it.contains("#iterations  BW peak") }
+        return lines[header + 1].trim().split(Regex("\\s+"))[1].toLong()
+    }
+
+    // The client posts `op` (16 in flight, one in `signal` signaled) `iterations` times after `warmup`
+    // rounds (repeat { }); the server takes each message the client's op sends it, with the same warm-up.
+    val stream = script("stream.main.kts", """
+        import dev.rdmarun.dsl.*
+        rdma {
+            val op = param("op", "write")
+            sendDepth(16)
+            signalEvery(intParam("signal", 1))
+            if (isServer) remoteAccess(RemoteAccess.WRITE, RemoteAccess.READ, RemoteAccess.ATOMIC)
+            connect(peer)
+            forEachQp {
+                client {
+                    repeat {
+                        when (op) {
+                            "send" -> send()
+                            "write" -> write()
+                            "writeWithImm" -> writeWithImm(7)
+                            "read" -> read()
+                            "fetchAndAdd" -> fetchAndAdd(1)
+                            "compareAndSwap" -> compareAndSwap(0, 0)
+                        }
+                        if (outstanding >= 16) awaitCompletion()
+                    }
+                    awaitAll()
+                }
+                server { if (op == "send" || op == "writeWithImm") repeat { receive() } }
+            }
+        }
+    """.trimIndent())
+
+    test("#iterations is the number of measured work requests for every operation kind, on the side that posted them") {
+        for (op in listOf("send", "write", "writeWithImm", "read", "fetchAndAdd", "compareAndSwap")) {
+            val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "256", "-n", "37", "--set", "warmup=5", "--set", "op=$op")
+            result.statusCode shouldBe 0
+            iterations(result.stdout, "client") shouldBe 37
+            // A SEND test's receiver posted nothing: it counts the messages it received, as perftest's server does.
+            if (op == "send" || op == "writeWithImm") iterations(result.stdout, "server") shouldBe 37
+        }
+    }
+
+    test("a work request belongs to the phase it was posted in: the warm-up's, still in flight at its end, are left out") {
+        for ((signal, qps) in listOf(1 to 1, 4 to 2)) {
+            val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "4096", "-n", "500", "-q", "$qps", "--set", "warmup=100",
+                "--set", "signal=$signal", "--json", "-")
+            result.statusCode shouldBe 0
+            val client = ResultsDocument.parse(result.stdout).runs.single { it.role == "client" }.end
+            client.qps.map { it.operations } shouldContainExactly List(qps) { 500L }
+            client.total.bytesSent shouldBe qps * 2_048_000L
+            client.total.latency!!.count shouldBe qps * 500L / signal // the signaled ones of the measured phase
+        }
+    }
+
+    test("a message belongs to the phase of the receive() that took it: the receiver's warm-up leaves out exactly its own") {
+        val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "512", "-n", "300", "--set", "warmup=100", "--set", "op=send", "--json", "-")
+        result.statusCode shouldBe 0
+        val runs = ResultsDocument.parse(result.stdout).runs
+        val server = runs.single { it.role == "server" }.end.total
+        server.messagesReceived shouldBe 300
+        server.bytesReceived shouldBe 300 * 512L
+        server.messagesNotReceived shouldBe 0
+        runs.single { it.role == "client" }.end.total.operations shouldBe 300
+    }
+
+    test("the intervals of a run add up to its totals, in the JSON and the printed lines, on both sides") {
+        val json = File(dir, "intervals.json")
+        val runs = listOf(
+            listOf("-n", "200", "-i", "30"), // far shorter than one interval: the partial one is all there is
+            listOf("-D", "0.4", "-i", "0.1"),
+            listOf("-n", "400", "-i", "0.15", "--set", "op=send"), // the server's receives take exactly the client's sends
+            listOf("-n", "2000", "--set", "warmup=300", "-i", "0.1"),
+            listOf("-D", "0.3", "-i", "0.1", "--set", "op=read"),
+        )
+        for (args in runs) {
+            val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "1024", "--json", json.path, *args.toTypedArray())
+            result.statusCode shouldBe 0
+            for (r in ResultsDocument.parse(json.readText()).runs) {
+                val t = r.end.total
+                r.intervals.shouldNotBeEmpty()
+                r.intervals.sumOf { it.bytesSent } shouldBe t.bytesSent
+                r.intervals.sumOf { it.bytesReceived } shouldBe t.bytesReceived
+                r.intervals.sumOf { it.operations } shouldBe t.operations
+                r.intervals.sumOf { it.messagesReceived } shouldBe t.messagesReceived
+                // The printed lines ([role] START-END s  OUT bytes out  IN bytes in ...) after the warm-up's say the same.
+                val printed = result.stdout.lines().filter { it.startsWith("[${r.role}]") }
+                    .let { lines -> lines.drop(lines.indexOfLast { it.contains("warm-up over") } + 1) }
+                    .map { Regex("(\\d+) bytes out\\s+(\\d+) bytes in").find(it)!!.destructured.let { (o, i) -> o.toLong() to i.toLong() } }
+                printed.sumOf { it.first } shouldBe t.bytesSent
+                printed.sumOf { it.second } shouldBe t.bytesReceived
+            }
+        }
+    }
+
+    test("-a on a script that fixes the message size with bufferSize(n) names the call and its line") {
+        val fixed = script("fixed.main.kts", """
+            import dev.rdmarun.dsl.*
+
+            rdma {
+                bufferSize(4096) // fixed
+                connect(peer)
+            }
+        """.trimIndent())
+        val result = run(fixed.path, "--loopback", "-d", "soft0", "-a")
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "-a sweeps the message size, but fixed.main.kts fixes it with bufferSize(4096) at line 4: remove one"
+        (result.stderr.contains("-s/--size")) shouldBe false
+    }
+})
