@@ -271,6 +271,8 @@ def echo_intro(host, port, seconds):
         received.append(kind)
         s.sendall(CONTROL_MAGIC)
         send_frame(s, as_client(intro))
+        # The server waits for the client's proof first: there is none to copy, so one made of nothing.
+        send_frame(s, json.dumps({"type": "proof", "secret": "0" * 64, "sections": {}}, separators=(",", ":")))
         while True:
             kind, text = read_frame(s)
             received.append(kind)

@@ -319,7 +319,10 @@ class ControlSecuritySpec : FunSpec({
                         intro shouldContain "\"role\":\"SERVER\""
                         writeRaw(out, intro.replace("\"role\":\"SERVER\"", "\"role\":\"CLIENT\"")
                             .replace(Regex("\"nonce\":\"[0-9a-f]{64}\""), "\"nonce\":\"${Handshake.nonce()}\""), magic = true)
+                        // The server waits for the client's proof first: the echo has none to copy, so it sends one made of nothing.
+                        writeRaw(out, FrameCodec.encode(Proof("0".repeat(64), emptyMap())).toString(Charsets.UTF_8))
                         // Whatever comes next is echoed too, until the server closes.
+                        s.soTimeout = 10_000
                         runCatching {
                             while (true) {
                                 val f = rawFrame(input)
@@ -327,8 +330,6 @@ class ControlSecuritySpec : FunSpec({
                                 writeRaw(out, f.replace("\"role\":\"SERVER\"", "\"role\":\"CLIENT\""))
                             }
                         }
-                        // And a proof made of nothing the server sent, in case it waits for one.
-                        runCatching { writeRaw(out, FrameCodec.encode(Proof("0".repeat(64), emptyMap())).toString(Charsets.UTF_8)) }
                     }
                     authenticates(port, token)
                 }

@@ -25,7 +25,7 @@ class DeadlinesSpec : FunSpec({
     }
 
     test("the seconds parameter beyond 7 days is refused by repeat { }") {
-        val scope = Rounds(mapOf(StandardParameters.SECONDS to "1e12"))
+        val scope = SecondsOnly(mapOf(StandardParameters.SECONDS to "1e12"))
         // A loop that took 1e12 s would be ended by its third round, which then fails the test.
         shouldThrow<ScenarioException> { scope.repeat { if (++scope.rounds == 3) throw Enough() } }.message shouldBe
             "parameter seconds must be a number of seconds from 0 to 604800 (7d), not '1e12'"
@@ -53,7 +53,7 @@ class DeadlinesSpec : FunSpec({
 private class Enough : RuntimeException()
 
 /** The parts of a scope that repeat { } uses: [parameters], and a count of rounds the test keeps. */
-private class Rounds(private val parameters: Map<String, String>) : CommonScope {
+private class SecondsOnly(private val parameters: Map<String, String>) : CommonScope {
     var rounds = 0
     override val isServer = false
     override val isClient = true
