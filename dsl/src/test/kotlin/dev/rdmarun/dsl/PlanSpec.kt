@@ -506,9 +506,9 @@ class PlanSpec : FunSpec({
             shouldThrow<ScenarioException> { checkPlan(mapOf("iterations" to "many")) { repeat { }; connect(peer) } }.message shouldBe
                 "parameter iterations must be a whole number, not 'many'"
             shouldThrow<ScenarioException> { checkPlan(mapOf("seconds" to "soon")) { repeat { }; connect(peer) } }.message shouldBe
-                "parameter seconds must be a number of seconds, not 'soon'"
+                "parameter seconds must be a number of seconds from 0 to 604800 (7d), not 'soon'"
             shouldThrow<ScenarioException> { checkPlan(mapOf("seconds" to "-1")) { repeat { }; connect(peer) } }.message shouldBe
-                "parameter seconds must be a number of seconds, not '-1'"
+                "parameter seconds must be a number of seconds from 0 to 604800 (7d), not '-1'"
         }
     }
 
