@@ -593,11 +593,14 @@ case_cache_scripts_link() {
   expect_good_not_planted "$theirs" good2 || ok=1
   expect_log good2 "not using the compiled-script cache $theirs/scripts" || ok=1
   [ "$(stat -c %a "$open")" = 1777 ] || { why="${why:+$why; }the link's target $open was chmod-ed to $(stat -c %a "$open")"; ok=1; }
+  return $ok
+}
+
 # 64 idle connections to the server's soft0 port before the client starts, each replaced as soon
 # as the listener closes it, so they hold its 16 unauthenticated slots: the client's connection
 # still gets one (the listener evicts an idle one) and the run succeeds with its data intact.
 case_soft0_flood_first() {
-  local port=18811 ok=0 p= _
+  local port=18828 ok=0 p= _
   local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=3)
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
