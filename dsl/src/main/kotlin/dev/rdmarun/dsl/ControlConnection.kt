@@ -284,6 +284,10 @@ internal class ControlConnection private constructor(
                             onHeartbeat(frame)
                             continue
                         }
+                        is Round -> {
+                            onFrame(frame) // a QP's warm-up agreement, beside the scenario's own frames
+                            continue
+                        }
                         is Failure -> {
                             peerFailed = true
                             throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
@@ -358,6 +362,9 @@ internal class ControlConnection private constructor(
         return frame
     }
 
+    /** A frame of the scenario (a barrier, its end) arrived that no one awaited yet. */
+    val framePending: Boolean get() = !inbox.isEmpty
+
     override fun close() {
         closing = true
         heartbeat?.interrupt()
@@ -372,6 +379,7 @@ internal class ControlConnection private constructor(
     companion object {
         private fun frameName(f: Frame): String = when (f) {
             is Barrier -> "barrier ${f.seq}"
+            is Round -> "the end of a warm-up round"
             is Done -> if (f.phase == 1) "its end of scenario" else "its final frame"
             is Hello -> "a hello"
             is Intro -> "an intro"

@@ -106,6 +106,17 @@ data object Ready : Frame()
 data class Barrier(val seq: Int) : Frame()
 
 /**
+ * The end of warm-up round [round] of the [loop]-th `repeat { }` (or `runFor`) on QP [qp] (null:
+ * the scenario's block): [more] says whether the sender wants another round. Both sides run
+ * another when either wants one, so both run the same number. [sent] is the sender's count of
+ * messages sent so far on that QP (on each QP, for the scenario's block): the receiver waits for
+ * them all, so the warm-up's messages are all in before the measurement starts.
+ */
+@Serializable
+@SerialName("round")
+data class Round(val qp: Int?, val loop: Int, val round: Int, val more: Boolean, val sent: List<Long> = emptyList()) : Frame()
+
+/**
  * Phase 1: this side's scenario ended and its work completed, after posting [messagesSent]
  * messages (sends and writeWithImm, which each take a receive at the peer) on each QP; phase 2:
  * it stopped returning credits. The counts let the peer wait for exactly those arrivals, and no

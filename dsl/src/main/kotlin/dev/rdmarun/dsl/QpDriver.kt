@@ -18,7 +18,7 @@ import kotlin.coroutines.resumeWithException
  * A parked coroutine is the caller's own continuation, resumed through the dispatcher's task
  * queue: one reusable continuation per QP, no object per wait.
  */
-internal class QpDriver(private val session: Session, val engine: QpEngine) : QpScope, QpEngine.Listener {
+internal class QpDriver(private val session: Session, val engine: QpEngine) : QpScope, QpEngine.Listener, LoopHost {
     override val index: Int = engine.index()
     val counters = QpCounters(engine.stats())
 
@@ -269,6 +269,26 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     override fun roundsPlanned(rounds: Long) {
         this.rounds.planned += rounds
     }
+
+    // ---- repeat { } and runFor (LoopHost) ----
+
+    override val canWarmUp: Boolean get() = true
+    override val loopQp: Int get() = index
+    override fun loopParam(name: String): String? = session.parameter(name)
+    override fun messagesMoved(): Long = engine.stats().messagesSent() + engine.stats().messagesReceived()
+    override fun messagesTaken(): Long = engine.stats().messagesReceived() - engine.messagesWaiting()
+    override fun dropWaitingMessages() {
+        engine.dropWaitingMessages()
+    }
+    private var loops = 0
+    override fun nextLoop(): Int = ++loops
+    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean) = session.agreeOnRound(index, loop, round, more)
+    override fun startMeasuring() = measureFromHere()
+    override fun planned(iterations: Long, warmupIterations: Long) {
+        rounds.done -= warmupIterations
+        rounds.planned += iterations
+    }
+    override fun warmedUp(summary: WarmupSummary) = session.warmedUp(summary)
 
     override fun roundDone() {
         rounds.done++

@@ -124,6 +124,8 @@ data class ScenarioResult(
     val parameters: Map<String, String> = emptyMap(),
     /** The plan fingerprint both peers matched. */
     val fingerprint: String? = null,
+    /** What each `repeat { }` and `runFor` did before it measured: the scenario block's first, then by QP. */
+    val warmup: List<WarmupSummary> = emptyList(),
 ) {
     val seconds: Double get() = durationNanos / 1e9
 
@@ -207,7 +209,15 @@ data class ScenarioResult(
                 } else row(name, 1.0)
             }
         }
+        for (w in warmupLines()) appendLine(" $w")
         append(rule)
+    }
+
+    /** The warm-up lines of [table]: one per loop, or one and a count when several QPs' loops did the same. */
+    fun warmupLines(): List<String> {
+        if (warmup.size <= 2) return warmup.map { it.describe() }
+        val first = warmup.first()
+        return listOf(first.describe(), "... and ${warmup.size - 1} more loops (the JSON has each)")
     }
 }
 

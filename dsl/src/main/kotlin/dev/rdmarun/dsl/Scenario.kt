@@ -20,7 +20,7 @@ import kotlinx.coroutines.withContext
  * Settings collect until `connect(peer)`, which validates them and hands them to a [Session];
  * operations go to the QPs' drivers from then on.
  */
-internal class Scenario(private val options: RdmaOptions, private val checkOnly: Boolean) : ScenarioScope {
+internal class Scenario(private val options: RdmaOptions, private val checkOnly: Boolean) : ScenarioScope, LoopHost {
     private var settings = ScenarioSettings()
     private var session: Session? = null
     private var connectCalled = false
@@ -107,6 +107,33 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
 
     override fun roundDone() {
         session?.scenarioRounds?.let { it.done++ }
+    }
+
+    // ---- repeat { } and runFor in the scenario's block (LoopHost): all QPs at once ----
+
+    override val canWarmUp: Boolean get() = session != null
+    override val loopQp: Int? get() = null
+    override fun loopParam(name: String): String? = options.parameters[name]
+    override fun messagesMoved(): Long = session?.let { s -> s.drivers.sumOf { it.messagesMoved() } + s.barriers } ?: 0L
+    override fun messagesTaken(): Long = session?.drivers?.sumOf { it.messagesTaken() } ?: 0L
+    override fun dropWaitingMessages() {
+        session?.drivers?.forEach { it.dropWaitingMessages() }
+    }
+    private var loops = 0
+    override fun nextLoop(): Int = ++loops
+    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean) =
+        session?.agreeOnRound(null, loop, round, more) ?: more
+    override fun startMeasuring() {
+        if (session != null) measureFromHere()
+    }
+    override fun planned(iterations: Long, warmupIterations: Long) {
+        session?.scenarioRounds?.let {
+            it.done -= warmupIterations
+            it.planned += iterations
+        }
+    }
+    override fun warmedUp(summary: WarmupSummary) {
+        session?.warmedUp(summary)
     }
 
     override fun measureFromHere() = drivers("measureFromHere()").forEach { it.measureFromHere() }

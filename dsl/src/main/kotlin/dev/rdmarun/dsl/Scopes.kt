@@ -81,7 +81,7 @@ interface CommonScope {
     /**
      * Counts from here: what this side did so far (in a QP's scope: this QP) was a warm-up and is
      * left out of every figure of the results (bytes, work requests, messages, rates, latencies,
-     * `measure` sections, and the duration). `repeat { }` calls it after its `warmup` rounds.
+     * `measure` sections, and the duration). `repeat { }` and `runFor` call it after their warm-up.
      */
     fun measureFromHere()
 
@@ -104,38 +104,53 @@ interface CommonScope {
 }
 
 /**
- * The design card's loop: runs [block] `iterations` times (parameter `iterations`, default 1000),
- * or, when the parameter `seconds` is set, for that many seconds. With the parameter `warmup`
- * (default 0) it first runs [block] that many more times as a warm-up, left out of the results
- * ([CommonScope.measureFromHere]). `repeat(n) { }` is Kotlin's.
- * Inline, so the loop body is part of the caller's coroutine: nothing is allocated per round.
+ * The design card's loop: runs [block] `iterations` times (parameter `iterations`, `-n`, default
+ * 1000), or, when the parameter `seconds` (`-D`) is set, for that many seconds, and measures
+ * compiled code, as JMH does.
+ *
+ * **Warm-up.** Before the measured iterations it runs warm-up rounds of the same [block] (1000
+ * iterations each, or `iterations` when fewer) until the JIT is quiet: no compilation ended during
+ * the last two rounds nor for 0.5 s, within 30 s. What the warm-up did is left out of every figure
+ * ([CommonScope.measureFromHere]); its effects on memory stay (a fetchAndAdd's word counts the
+ * warm-up's adds too). A round in which this QP (in the scenario's block: any QP) sent or took a
+ * message is agreed with the peer over the control connection, so both sides run the same number
+ * of rounds and a ping-pong never loses its partner: such a loop needs its partner `repeat { }`
+ * (or `runFor`) on the peer, on the same QP and in the same scope, and a loop of one-sided
+ * operations (write, read, atomics) warms up alone. The results say what was done, one line per
+ * loop ([WarmupSummary]): `warm-up on QP 0: 7 rounds of 1000 in 2.3 s, until no compilation for
+ * 0.5 s; the JIT compiled for 0 ms during the measurement`.
+ *
+ * The parameter `warmup` chooses: `auto` (default) as above; `0` for none, the cold figure on
+ * purpose; `N` for exactly N warm-up iterations, with no agreement and no watch on the JIT.
+ *
+ * Inline, so the loop body is part of the caller's coroutine: nothing is allocated per iteration,
+ * and warm-up and measurement run the same compiled loop. `repeat(n) { }` is Kotlin's: a loop of
+ * your own is not warmed up (call [CommonScope.measureFromHere] after a warm-up of your own).
  */
-inline fun CommonScope.repeat(block: () -> Unit) {
-    val warmup = intParam("warmup", 0)
-    if (warmup > 0) {
-        for (i in 0 until warmup) block()
-        measureFromHere()
-    }
-    val seconds = param("seconds", "")
-    if (seconds.isEmpty()) {
-        val n = intParam("iterations", 1000)
-        roundsPlanned(n.toLong())
-        for (i in 0 until n) {
+suspend inline fun CommonScope.repeat(block: () -> Unit) = loop(repeatLoop(null), block)
+
+/**
+ * Repeats [block] until [duration] has passed, after warm-up rounds as [repeat] runs them
+ * (parameter `warmup`); inline: nothing is allocated per iteration.
+ */
+suspend inline fun CommonScope.runFor(duration: Duration, block: () -> Unit) =
+    loop(repeatLoop(if (duration.isInfinite()) Long.MAX_VALUE else duration.inWholeNanoseconds.coerceAtLeast(0)), block)
+
+/** The rounds [loop] gives, each [block] run that many times or until the round's end time. */
+@PublishedApi
+internal suspend inline fun CommonScope.loop(loop: RepeatLoop, block: () -> Unit) {
+    while (true) {
+        val n = loop.nextRound()
+        if (n == 0L) break
+        val end = loop.roundEnd
+        var i = 0L
+        // One loop for warm-up and measurement; the time check's branch is taken only at a timed run's end.
+        while (i < n && System.nanoTime() - end < 0) {
             block()
             roundDone()
+            i++
         }
-    } else {
-        val s = seconds.toDoubleOrNull()?.takeIf { it >= 0 && it <= MAX_DURATION_SECONDS }
-            ?: throw ScenarioException("parameter seconds must be a number of seconds from 0 to $MAX_DURATION_SECONDS ($MAX_DURATION), not '$seconds'")
-        val end = deadlineAfterNanos((s * 1e9).toLong())
-        while (System.nanoTime() - end < 0) block()
     }
-}
-
-/** Repeats [block] until [duration] has passed (inline: nothing is allocated per round). */
-inline fun CommonScope.runFor(duration: Duration, block: () -> Unit) {
-    val end = deadlineAfter(duration) // Duration.INFINITE too
-    while (System.nanoTime() - end < 0) block()
 }
 
 /**

@@ -30,6 +30,9 @@ import java.util.concurrent.TimeoutException
 import java.util.concurrent.atomic.AtomicReference
 import kotlin.time.toJavaDuration
 import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.CompletableDeferred
+import kotlinx.coroutines.selects.onTimeout
+import kotlinx.coroutines.selects.select
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
 import kotlinx.coroutines.awaitCancellation
@@ -220,7 +223,10 @@ internal class Session(
                 control!!.startWatching(
                     onLost = { fail(it) },
                     onHeartbeat = { heartbeat(it) },
-                    onFrame = { if (it is Done && it.isPhase(1)) peerFinished(it.messagesSent) },
+                    onFrame = {
+                        if (it is Round) roundReport(it)
+                        if (it is Done && it.isPhase(1)) peerFinished(it.messagesSent)
+                    },
                     heartbeat = { progressReport() },
                 )
                 startNanos = System.nanoTime()
@@ -536,7 +542,7 @@ internal class Session(
             messages.add(d.messagesWaiting)
             if (d.inboxFull) full.add(d.index)
         }
-        val total = progress + barrierSeq
+        val total = progress + barrierSeq + roundsAgreed.get()
         localWait = stalled
         localStalls = if (stalled != null && total == localProgress) localStalls + 1 else if (stalled != null) 1 else 0
         localProgress = total
@@ -581,6 +587,86 @@ internal class Session(
         awaitControl(Barrier(seq), "barrier $seq")
     }
 
+    // ---- warm-up rounds (repeat { }, runFor) ----
+
+    private data class RoundKey(val qp: Int?, val loop: Int, val round: Int)
+
+    /** The peer's round ends, by loop and round: at most one per QP and the scenario's block waits at a time. */
+    private val roundReports = java.util.concurrent.ConcurrentHashMap<RoundKey, CompletableDeferred<Round>>()
+
+    /** Barriers passed so far: a loop's round with a barrier must be agreed, as one with messages. */
+    val barriers: Int get() = barrierSeq
+
+    /** Warm-up rounds agreed so far: progress for the heartbeats. */
+    private val roundsAgreed = java.util.concurrent.atomic.AtomicLong()
+
+    /** What each loop's warm-up did, for the results. */
+    private val warmups = java.util.Collections.synchronizedList(ArrayList<WarmupSummary>())
+
+    fun warmedUp(summary: WarmupSummary) {
+        warmups += summary
+    }
+
+    /** On the reader thread: the peer ended a warm-up round. Checked before use: it may not be rdma-run. */
+    private fun roundReport(r: Round) {
+        if ((r.qp != null && r.qp !in drivers.indices) || r.loop < 1 || r.round < 1 ||
+            r.sent.size != (if (r.qp == null) drivers.size else 1) || r.sent.any { it < 0 }) {
+            fail(PeerException("$peerLabel sent the end of warm-up round ${r.round} of loop ${r.loop} on QP ${r.qp}, which this scenario has not: it is not a compatible rdma-run"))
+            return
+        }
+        // One pending report per scope (it waits for this side's before it goes on): more is a broken peer.
+        if (roundReports.size > drivers.size + 1) {
+            fail(PeerException("$peerLabel sent ends of warm-up rounds that no repeat { } here waits for: it is not a compatible rdma-run"))
+            return
+        }
+        roundReports.computeIfAbsent(RoundKey(r.qp, r.loop, r.round)) { CompletableDeferred() }.complete(r)
+    }
+
+    /**
+     * Tells the peer whether this side wants another warm-up round after [round] of [qp]'s [loop]-th
+     * loop, waits for the peer's word on the same round and for every message the peer sent until
+     * then (on [qp], or on every QP), and returns whether either wants another round.
+     */
+    @OptIn(kotlinx.coroutines.ExperimentalCoroutinesApi::class)
+    suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean): Boolean {
+        val where = if (qp == null) "in its scenario block" else "on QP $qp"
+        val what = "its repeat { } $where to end warm-up round $round"
+        val scope = if (qp == null) drivers else listOf(drivers[qp])
+        sendControl(Round(qp, loop, round, more, scope.map { it.engine.stats().messagesSent() }))
+        val key = RoundKey(qp, loop, round)
+        val report = roundReports.computeIfAbsent(key) { CompletableDeferred() }
+        val since = System.nanoTime()
+        controlWait = "$peerLabel's $what"
+        try {
+            while (true) {
+                val peerMore = select {
+                    report.onAwait { it }
+                    onTimeout(100) { null }
+                }
+                if (peerMore != null) {
+                    roundsAgreed.incrementAndGet()
+                    // Sent in the peer's warm-up, so in this side's warm-up too: the boundary is exact.
+                    for ((i, d) in scope.withIndex()) d.awaitArrivals(peerMore.sent[i])
+                    return more || peerMore.more
+                }
+                failure?.let { throw it }
+                if (peerFinishedAt != 0L || control?.framePending == true) {
+                    throw ScenarioException("the ${role.label}'s repeat { } $where exchanged messages with $peerLabel in warm-up round $round, " +
+                        "but $peerLabel went on without a repeat { } to pair with it: write the peer's loop with repeat { } (or runFor) " +
+                        "on the same QP, or give --set warmup=N for a fixed warm-up")
+                }
+                if (waitExpired(since, System.nanoTime())) {
+                    throw ScenarioException("the ${role.label} waited ${settings.timeout} for $peerLabel's repeat { } $where to end warm-up round $round: " +
+                        "a loop that exchanges messages needs its partner repeat { } (or runFor) on the peer, on the same QP, " +
+                        "or --set warmup=N for a fixed warm-up")
+                }
+            }
+        } finally {
+            roundReports.remove(key)
+            controlWait = null
+        }
+    }
+
     private suspend fun sendControl(frame: Frame) = withContext(Dispatchers.IO) { control!!.send(frame) }
 
     private suspend fun awaitControl(frame: Frame, what: String): Frame {
@@ -614,7 +700,7 @@ internal class Session(
         sendControl(Done(2))
         awaitControl(Done(2), "its final frame")
         return QpCounters.result(role, deviceName, end - (measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos), drivers.map { it.counters })
-            .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint)
+            .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint, warmup = warmups.sortedWith(compareBy(nullsFirst()) { it.qp }))
     }
 
     /** The peer's per-QP message counts, checked against what can be true before any wait relies on them. */

@@ -59,7 +59,7 @@ class DeviceScenarioSpec : FunSpec({
             val monitor = ScenarioMonitor()
             val seen = java.util.Collections.synchronizedList(mutableListOf<Double?>())
             fun options(peer: Peer, monitor: ScenarioMonitor?) =
-                RdmaOptions(parameters = mapOf("iterations" to "4"), overrides = SettingsOverrides(device = device), peer = peer, monitor = monitor)
+                RdmaOptions(parameters = mapOf("iterations" to "4", "warmup" to "0"), overrides = SettingsOverrides(device = device), peer = peer, monitor = monitor)
             val block: suspend ScenarioScope.() -> Unit = {
                 connect(peer)
                 repeat {
@@ -457,19 +457,89 @@ class DeviceScenarioSpec : FunSpec({
         }
 
         test("the design card runs as written, per QP and at the scenario level: messages nobody receives are counted ($device)") {
-            val perQp = pair(mapOf("iterations" to "50")) {
+            // Rounds of 1000 sends that nobody receives: without dropping each warm-up round's leftovers the
+            // peer's inbox (1024) would be full in the second round, and both sides would wait for credit.
+            val perQp = pair(mapOf("iterations" to "1000")) {
                 qps(4)
                 connect(peer)
                 forEachQp { repeat { send(); awaitCompletion() } }
             }
-            val everyQp = pair(mapOf("iterations" to "50")) { qps(4); connect(peer); repeat { send(); awaitCompletion() } }
+            val everyQp = pair(mapOf("iterations" to "1000")) { qps(4); connect(peer); repeat { send(); awaitCompletion() } }
             for ((server, client) in listOf(perQp, everyQp)) {
                 for (side in listOf(server.getOrThrow(), client.getOrThrow())) {
-                    side.total.operations shouldBe 200
-                    side.total.messagesReceived shouldBe 200
-                    side.total.messagesNotReceived shouldBe 200
+                    side.total.operations shouldBe 4000
+                    side.total.messagesReceived shouldBe 4000
+                    side.total.messagesNotReceived shouldBe 4000
+                    side.warmup.map { it.mode }.toSet() shouldBe setOf(WarmupSummary.MODE_AUTO)
+                }
+                server.getOrThrow().warmup.map { it.rounds } shouldBe client.getOrThrow().warmup.map { it.rounds }
+            }
+        }
+
+        test("repeat { } warms up until the JIT is quiet, both sides the same rounds, then measures exactly `iterations` ($device)") {
+            val (server, client) = pair(mapOf("iterations" to "300")) {
+                bufferSize(64)
+                connect(peer)
+                qp(0) {
+                    if (isClient) repeat { measureRoundTrip("rtt") { send(); receive(copyPayload = false) } }
+                    else repeat { receive(copyPayload = false); send() }
                 }
             }
+            val s = server.getOrThrow()
+            val c = client.getOrThrow()
+            for (side in listOf(s, c)) {
+                side.warmup.size shouldBe 1
+                side.warmup[0].mode shouldBe WarmupSummary.MODE_AUTO
+                side.warmup[0].qp shouldBe 0
+                side.warmup[0].iterationsPerRound shouldBe 300
+                side.total.operations shouldBe 300
+                side.total.messagesReceived shouldBe 300
+                side.total.messagesNotReceived shouldBe 0
+                side.table() shouldContain "warm-up on QP 0: ${side.warmup[0].rounds} rounds of 300 in "
+            }
+            c.warmup[0].rounds shouldBe s.warmup[0].rounds
+            (c.warmup[0].rounds >= 2) shouldBe true // quiet takes two quiet rounds; the bound takes more
+            c.sections.getValue("rtt").count shouldBe 300
+        }
+
+        test("--set warmup=0 runs no warm-up and says so; warmup=N runs exactly N, agreed by nobody ($device)") {
+            val block: suspend ScenarioScope.() -> Unit = {
+                connect(peer)
+                qp(0) {
+                    if (isClient) repeat { send(); receive(copyPayload = false) }
+                    else repeat { receive(copyPayload = false); send() }
+                }
+            }
+            val (s0, c0) = pair(mapOf("iterations" to "100", "warmup" to "0"), block)
+            for (side in listOf(s0.getOrThrow(), c0.getOrThrow())) {
+                side.warmup.single().mode shouldBe WarmupSummary.MODE_NONE
+                side.total.operations shouldBe 100
+                side.table() shouldContain "warm-up on QP 0: none (--set warmup=0): the figures include the JIT's warm-up"
+            }
+            val (s1, c1) = pair(mapOf("iterations" to "100", "warmup" to "250"), block)
+            for (side in listOf(s1.getOrThrow(), c1.getOrThrow())) {
+                side.warmup.single().mode shouldBe WarmupSummary.MODE_FIXED
+                side.warmup.single().iterationsPerRound shouldBe 250
+                side.total.operations shouldBe 100
+                side.total.messagesReceived shouldBe 100
+            }
+        }
+
+        test("a repeat { } that exchanges messages with a peer looping on its own ends with a sentence, not a hang ($device)") {
+            val (server, client) = pair(mapOf("iterations" to "5")) {
+                connect(peer)
+                qp(0) {
+                    if (isClient) repeat { send(); awaitCompletion() }
+                    else kotlin.repeat(5) { receive() }
+                }
+            }
+            client.exceptionOrNull()!!.message shouldContain "went on without a repeat { } to pair with it"
+            server.isFailure shouldBe true
+        }
+
+        test("a bad warmup parameter is one sentence that names it ($device)") {
+            val (_, client) = pair(mapOf("warmup" to "soon")) { connect(peer); qp(0) { repeat { } } }
+            client.exceptionOrNull()!!.message shouldBe "parameter warmup must be auto, 0 (none) or a number of iterations, not 'soon'"
         }
 
         test("a failure on one QP ends the others' waits at once, and both sides hear the cause ($device)") {

@@ -783,6 +783,20 @@ public final class QpEngine {
     }
 
     /**
+     * Takes every waiting message without a receive: the leftovers of a warm-up round whose loop
+     * takes none (each side only sends), which would otherwise fill the inbox before the
+     * measurement starts. Their receive slots go back to the peer. Returns how many.
+     */
+    public int dropWaitingMessages() {
+        int n = 0;
+        while (hasMessage()) {
+            releaseMessage();
+            n++;
+        }
+        return n;
+    }
+
+    /**
      * This side will call no more receives: waiting messages are counted as not received and
      * dropped, and later arrivals are counted and their receives re-posted at once.
      */

@@ -1,0 +1,255 @@
+package dev.rdmarun.dsl
+
+import java.lang.management.ManagementFactory
+import java.util.Locale
+import kotlinx.serialization.Serializable
+
+/**
+ * What a `repeat { }` or `runFor` did before it measured, as the results show it (table and JSON).
+ * [mode] is `auto` (rounds until the JIT was quiet, the default), `fixed` (`--set warmup=N`
+ * iterations) or `none` (`--set warmup=0`: the figures include the JIT's warm-up).
+ */
+@Serializable
+data class WarmupSummary(
+    /** The QP whose loop it was, or null for a loop of the scenario's block (all QPs). */
+    val qp: Int?,
+    val mode: String,
+    /** Warm-up rounds run (auto), 1 (fixed) or 0 (none). */
+    val rounds: Int,
+    /** Iterations of the loop's body in each warm-up round. */
+    val iterationsPerRound: Long,
+    /** From the loop's start to its first measured iteration. */
+    val nanos: Long,
+    /** Auto only: the JIT had been quiet when the rounds ended (else the time bound ended them). */
+    val quiet: Boolean = false,
+    /** Milliseconds the JIT spent compiling while the measured iterations ran (all threads of this JVM); -1 when unknown. */
+    val compileMillisMeasured: Long = -1,
+) {
+    /** One line: "warm-up on QP 0: 7 rounds of 1000 in 2.3 s, until no compilation for 0.5 s". */
+    fun describe(): String {
+        val where = if (qp == null) "" else " on QP $qp"
+        val what = when (mode) {
+            MODE_NONE -> "none (--set warmup=0): the figures include the JIT's warm-up"
+            MODE_FIXED -> "$iterationsPerRound iterations in ${seconds()} (--set warmup=$iterationsPerRound), not watched for the JIT"
+            else -> "$rounds rounds of $iterationsPerRound in ${seconds()}, " + if (quiet) {
+                "until no compilation for ${QUIET_NANOS / 1_000_000_000.0} s"
+            } else {
+                "stopped at its ${LIMIT_NANOS / 1_000_000_000} s bound with the JIT still compiling"
+            }
+        }
+        val during = if (compileMillisMeasured >= 0) "; the JIT compiled for $compileMillisMeasured ms during the measurement" else ""
+        return "warm-up$where: $what$during"
+    }
+
+    private fun seconds() = String.format(Locale.ROOT, "%.1f s", nanos / 1e9)
+
+    companion object {
+        const val MODE_AUTO = "auto"
+        const val MODE_FIXED = "fixed"
+        const val MODE_NONE = "none"
+
+        /** Quiet: no compilation ended for this long and during the last two rounds. */
+        const val QUIET_NANOS = 500_000_000L
+
+        /** The warm-up ends after this long even if the JIT still compiles (under emulation one C2 compilation takes seconds). */
+        const val LIMIT_NANOS = 30_000_000_000L
+
+        /** Iterations per warm-up round, at most: rounds short enough to notice a quiet JIT soon. */
+        const val ROUND = 1000L
+    }
+}
+
+/** What a loop of [repeat] or [runFor] needs of its scope; the QP scope and the scenario scope provide it. */
+internal interface LoopHost {
+    /** False before connect(peer): a loop there moves nothing over RDMA and runs as written. */
+    val canWarmUp: Boolean
+
+    /** The QP of this scope, or null for the scenario's block. */
+    val loopQp: Int?
+
+    fun loopParam(name: String): String?
+
+    /** Messages this scope sent and took so far: a round that moved any must be agreed with the peer's. */
+    fun messagesMoved(): Long
+
+    /** Messages a receive() of this scope took so far. */
+    fun messagesTaken(): Long
+
+    /** Drops the messages waiting in this scope's inboxes: leftovers of a warm-up round whose loop takes none. */
+    fun dropWaitingMessages()
+
+    /** The next loop number of this scope (1, 2, ...): a QP's loops pair with the peer's loops on that QP in order. */
+    fun nextLoop(): Int
+
+    /** Tells the peer whether this side wants [round] to be followed by another, and returns whether either does. */
+    suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean): Boolean
+
+    fun startMeasuring()
+
+    /** The measured run plans [iterations] (0 for a timed one); the [warmupIterations] done so far were the warm-up's, not progress. */
+    fun planned(iterations: Long, warmupIterations: Long)
+
+    fun warmedUp(summary: WarmupSummary)
+}
+
+/**
+ * The rounds of one `repeat { }` or `runFor`: first warm-up rounds of the same body, then the
+ * measured run. The caller's inline loop runs the body the number of times [nextRound] returns,
+ * for warm-up and measurement alike, so the measured iterations run the code the warm-up compiled
+ * (a separate warm-up loop would be compiled apart, and the measured loop would start cold).
+ */
+@PublishedApi
+internal class RepeatLoop(private val host: LoopHost?, private val iterations: Long, private val durationNanos: Long?, private val warmup: Warmup) {
+    /** The time the current round's iterations stop at (far ahead for rounds of a count). */
+    @JvmField
+    var roundEnd: Long = 0
+
+    private var phase = START
+    private var loop = 0
+    private var rounds = 0
+    private var startedAt = 0L
+    private var movedAtRoundStart = 0L
+    private var takenAtRoundStart = 0L
+    private var compiled = 0L
+    private var compiledAt = 0L
+    private var quietRounds = 0
+    private var summary: WarmupSummary? = null
+    /** Iterations the warm-up rounds ran: not the measured ones a progress line counts. */
+    private var warmupIterations = 0L
+
+    /** How many iterations to run next; 0 when the loop is over. */
+    suspend fun nextRound(): Long {
+        val now = System.nanoTime()
+        when (phase) {
+            START -> {
+                startedAt = now
+                roundEnd = now + FAR
+                return when {
+                    warmup.none || host == null -> measured(now, WarmupSummary.MODE_NONE, 0, 0, false)
+                    warmup.fixed != null -> {
+                        phase = FIXED
+                        warmupIterations = warmup.fixed
+                        warmup.fixed
+                    }
+                    else -> {
+                        phase = AUTO
+                        loop = host.nextLoop()
+                        compiled = Jit.compiledMillis()
+                        compiledAt = now
+                        movedAtRoundStart = host.messagesMoved()
+                        takenAtRoundStart = host.messagesTaken()
+                        warmupIterations = roundLength()
+                        roundLength()
+                    }
+                }
+            }
+            FIXED -> return measured(now, WarmupSummary.MODE_FIXED, 1, warmup.fixed!!, false)
+            AUTO -> {
+                val h = host!!
+                rounds++
+                val c = Jit.compiledMillis()
+                if (c != compiled) {
+                    compiled = c
+                    compiledAt = now
+                    quietRounds = 0
+                } else {
+                    quietRounds++
+                }
+                val quiet = quietRounds >= 2 && now - compiledAt >= WarmupSummary.QUIET_NANOS
+                val more = !quiet && now - startedAt < WarmupSummary.LIMIT_NANOS
+                val moved = h.messagesMoved() - movedAtRoundStart
+                val again = if (moved != 0L) h.agreeOnRound(loop, rounds, more) else more
+                // A loop that sends and takes nothing (the design card) would fill the peer's inbox round after
+                // round: each side drops what the peer's warm-up sent it, which no code of this loop would take.
+                if (h.messagesTaken() == takenAtRoundStart) h.dropWaitingMessages()
+                if (again) {
+                    warmupIterations += roundLength()
+                    movedAtRoundStart = h.messagesMoved()
+                    takenAtRoundStart = h.messagesTaken()
+                    roundEnd = System.nanoTime() + FAR
+                    return roundLength()
+                }
+                return measured(System.nanoTime(), WarmupSummary.MODE_AUTO, rounds, roundLength(), quiet)
+            }
+            MEASURED -> {
+                phase = DONE
+                summary?.let { host?.warmedUp(it.copy(compileMillisMeasured = Jit.compiledMillis() - compiled)) }
+                return 0
+            }
+            else -> return 0
+        }
+    }
+
+    private fun roundLength() = if (durationNanos != null) WarmupSummary.ROUND else minOf(iterations, WarmupSummary.ROUND).coerceAtLeast(1)
+
+    private fun measured(now: Long, mode: String, rounds: Int, perRound: Long, quiet: Boolean): Long {
+        phase = MEASURED
+        if (host != null) {
+            if (mode != WarmupSummary.MODE_NONE) host.startMeasuring()
+            summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet)
+        }
+        compiled = Jit.compiledMillis()
+        val start = System.nanoTime()
+        if (durationNanos != null) {
+            host?.planned(0, warmupIterations)
+            roundEnd = deadlineAfterNanos(durationNanos, start)
+            return Long.MAX_VALUE
+        }
+        roundEnd = start + FAR
+        host?.planned(iterations, warmupIterations)
+        return iterations
+    }
+
+    private companion object {
+        const val START = 0
+        const val FIXED = 1
+        const val AUTO = 2
+        const val MEASURED = 3
+        const val DONE = 4
+
+        /** A round's end that never comes: its count ends it (146 years, and nanoTime differences keep their sign). */
+        const val FAR = Long.MAX_VALUE / 2
+    }
+}
+
+/** The parameter `warmup`: `auto` (absent), `0` (none) or a number of iterations. */
+@PublishedApi
+internal class Warmup private constructor(val none: Boolean, val fixed: Long?) {
+    companion object {
+        val AUTO = Warmup(false, null)
+
+        fun parse(text: String?): Warmup = when {
+            text == null || text.equals("auto", ignoreCase = true) -> AUTO
+            else -> {
+                val n = text.toLongOrNull()?.takeIf { it >= 0 }
+                    ?: throw ScenarioException("parameter warmup must be auto, 0 (none) or a number of iterations, not '${printable(text)}'")
+                if (n == 0L) Warmup(true, null) else Warmup(false, n)
+            }
+        }
+    }
+}
+
+/** The JIT's total compilation time so far, which grows only when a compilation ends. */
+internal object Jit {
+    private val bean = ManagementFactory.getCompilationMXBean()
+    private val supported = bean != null && bean.isCompilationTimeMonitoringSupported
+
+    fun compiledMillis(): Long = if (supported) bean.totalCompilationTime else 0L
+}
+
+/** The loop of `repeat { }` ([duration] null: the parameter `seconds`, else `iterations`) or of `runFor` ([duration] in nanoseconds). */
+@PublishedApi
+internal fun CommonScope.repeatLoop(durationNanos: Long?): RepeatLoop {
+    val host = (this as? LoopHost)?.takeIf { it.canWarmUp }
+    val warmup = Warmup.parse(host?.loopParam(StandardParameters.WARMUP))
+    if (durationNanos != null) return RepeatLoop(host, 0, durationNanos, warmup)
+    val seconds = param(StandardParameters.SECONDS, "")
+    if (seconds.isNotEmpty()) {
+        val s = seconds.toDoubleOrNull()?.takeIf { it >= 0 && it <= MAX_DURATION_SECONDS }
+            ?: throw ScenarioException("parameter seconds must be a number of seconds from 0 to $MAX_DURATION_SECONDS ($MAX_DURATION), not '${printable(seconds)}'")
+        return RepeatLoop(host, 0, (s * 1e9).toLong(), warmup)
+    }
+    val n = intParam(StandardParameters.ITERATIONS, 1000)
+    if (n < 0) throw ScenarioException("parameter iterations must be 0 or more, not $n")
+    return RepeatLoop(host, n.toLong(), null, warmup)
+}
