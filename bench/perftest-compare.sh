@@ -20,7 +20,8 @@
 #       inline sends up to the size perftest used in the same round (none on rxe: it does not
 #       know the device's inline support).
 #   bw_{send,write,read}_{4096,65536}_q{1,4}  ib_*_bw -s SIZE -n N -q QPS -t DEPTH -Q SIGNAL:
-#       BW average [MB/s] against the scenario's, DEPTH in flight per QP, one in SIGNAL signaled,
+#       BW average [MB/sec, 2^20 bytes/s] against the scenario's (which prints MB/s of 10^6 bytes,
+#       as bench/soft0.sh needs: converted here), DEPTH in flight per QP, one in SIGNAL signaled,
 #       after a warm-up of rounds of N work requests per QP, at least 60,000 up to 4 KiB (where
 #       the per-operation cost, compiled or not, decides), until the JIT has been quiet for a while.
 #   bw_atomic  ib_atomic_bw -A FETCH_AND_ADD, likewise.
@@ -193,6 +194,7 @@ field_of() { sed -n "s/.*rdma-run-bench .*$2=\([0-9.]*\).*/\1/p" "$1" | tail -1;
 one_way_of() { awk '/ one way / && NF >= 10 { v = $(NF - 4) } END { print v }' "$1"; }
 table_bw_of() { awk 'h && NF >= 5 { v = $4 } { h = /BW average\[MB\/sec\]/ } END { print v }' "$1"; }
 median() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+mib_of() { awk -v v="$1" 'BEGIN { if (v != "") printf "%.2f", v * 1000000 / 1048576 }'; }   # MB/s (10^6) -> perftest's (2^20)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.3f", a / b }'; }
 
 failed=0
@@ -236,7 +238,7 @@ run_case() {
       if pair "$base.r" "$RDMA_RUN" "${common[@]}" --listen @PORT@ -- "$RDMA_RUN" "${common[@]}" --peer "$IP:@PORT@"; then
         case $kind in
           lat) rv=$(field_of "$base.r.client" steady_us); rc_v=$(field_of "$base.r.client" cold_us) ;;
-          bw) rv=$(field_of "$base.r.client" steady_MBps); rc_v=$(field_of "$base.r.client" cold_MBps) ;;
+          bw) rv=$(mib_of "$(field_of "$base.r.client" steady_MBps)"); rc_v=$(mib_of "$(field_of "$base.r.client" cold_MBps)") ;;
           cold_lat) rv=$(field_of "$base.r.client" cold_us) ;;
           user_lat) rv=$(one_way_of "$base.r.client") ;;
           user_bw) rv=$(table_bw_of "$base.r.client") ;;
