@@ -20,18 +20,41 @@
 #       inline sends up to the size perftest used in the same round (none on rxe: it does not
 #       know the device's inline support).
 #   bw_{send,write,read}_{4096,65536}_q{1,4}  ib_*_bw -s SIZE -n N -q QPS -t DEPTH -Q SIGNAL:
-#       BW average [MB/s] against the scenario's, DEPTH in flight per QP, one in SIGNAL signaled,
+#       BW average [MB/sec, 2^20 bytes/s] against the scenario's (which prints MB/s of 10^6 bytes,
+#       as bench/soft0.sh needs: converted here), DEPTH in flight per QP, one in SIGNAL signaled,
 #       after a warm-up of rounds of N work requests per QP, at least 60,000 up to 4 KiB (where
 #       the per-operation cost, compiled or not, decides), until the JIT has been quiet for a while.
 #   bw_atomic  ib_atomic_bw -A FETCH_AND_ADD, likewise.
 #   pingpong   ibv_rc_pingpong -s 64 -n N against rdma-run pingpong --warmup W: usec/iter (the
 #       cold figure is the warm-up's).
 #   Warm-ups from the environment: BENCH_LAT_WARMUP (W, also pingpong's), BENCH_BW_WARMUP.
-# --quick: one round of lat_send_64, bw_write_65536_q1 and pingpong (CI runs it to keep the
-# harness working; its figures judge nothing).
+# What a user types, as typed: no warm-up but the tool's own and no tuning, each against the C
+# tool given the same flags (both also get the device and GID index, -d and -x or -g, and the
+# harness's port; rdma-run also --timeout 120s, which bounds its waits and changes no figure):
+#   user_lat_{64,4096}  samples/pingpong-lat.main.kts -s SIZE -n 20000 against ib_send_lat -s SIZE
+#       -n 20000: the client table's `rtt one way` t_typical (the median round trip / 2, from
+#       HdrHistogram, 3 significant digits) against perftest's t_typical.
+#   user_bw_{4096,65536}  samples/write-bw.main.kts -s SIZE -n 5000 -t 16 against ib_write_bw
+#       -s SIZE -n 5000 -t 16: the client table's BW average against perftest's (both MB/sec =
+#       2^20 bytes/s).
+#   user_pingpong_64  rdma-run pingpong -s 64 -n 20000 against ibv_rc_pingpong -s 64 -n 20000:
+#       usec/iter.
+#   user_self_lat  bench/scenarios/self-lat.main.kts, a 64 B ping-pong as a new user writes it
+#       (5,000 warm-up exchanges, 20,000 timed with System.nanoTime()): its median one way against
+#       the t_typical of ib_send_lat -s 64 -n 20000.
+#   user_self_bw  bench/scenarios/self-bw.main.kts, 64 KiB WRITEs 16 in flight as a new user
+#       writes them (1,000 warm-up, 5,000 timed): its MB/sec (2^20 bytes/s) against the BW
+#       average of ib_write_bw -s 65536 -n 5000 -t 16.
+#   cold_lat_64  lat.main.kts op=send size=64 iterations=1000 warmup=0 (no warm-up: the run ends
+#       after the first 1,000 exchanges of a fresh JVM; inline as in lat_*): its median one way
+#       against the t_typical of ib_send_lat -s 64 -n 1000.
+# --quick: one round of lat_send_64, bw_write_65536_q1, pingpong, user_lat_64, user_bw_65536,
+# user_pingpong_64, user_self_lat, user_self_bw and cold_lat_64, each rdma-run client started
+# together with its server (CI runs it to keep the harness working; its figures judge nothing).
 #
 # Prints every round, then per case the medians and the ratio rdma-run / C, and last
-#   lat_ratio=  bw_ratio=  pingpong_ratio=   (medians of the cases' ratios)
+#   lat_ratio=  bw_ratio=  pingpong_ratio=  user_lat_ratio=  user_bw_ratio=  user_pingpong_ratio=
+#   user_self_lat_ratio=  user_self_bw_ratio=  cold_lat_ratio=   (medians of the cases' ratios)
 #   jvm_runs=  jvm_crashes=                  (guest JVMs that died of a signal; see BENCHMARKS.md)
 # Exit status: 0 when every case has figures from both tools, 1 otherwise.
 set -euo pipefail
@@ -64,11 +87,11 @@ if [ -z "${SOFTROCE_DEV-}" ]; then
   snap=$(mktemp -d "${TMPDIR:-/tmp}/rdma-run-bench.XXXXXX")
   trap 'rm -rf "$snap"' EXIT
   snapshot_build "$snap"
-  warm_script_cache "$snap" "$snap"/bench/scenarios/*.main.kts
+  warm_script_cache "$snap" "$snap"/bench/scenarios/*.main.kts "$snap"/samples/pingpong-lat.main.kts "$snap"/samples/write-bw.main.kts
   export BENCH_LOG_DIR="$root/target/bench"
   rm -rf "$BENCH_LOG_DIR" && mkdir -p "$BENCH_LOG_DIR"
   set +e
-  "$vm" -C -c 2 -t "${BENCH_VM_TIMEOUT:-5400}" -e RDMA_RUN_CACHE -e BENCH_LOG_DIR -e RDMA_RUN_JAVA_OPTS -e BENCH_LAT_WARMUP -e BENCH_BW_WARMUP \
+  "$vm" -C -c 2 -t "${BENCH_VM_TIMEOUT:-9000}" -e RDMA_RUN_CACHE -e BENCH_LOG_DIR -e RDMA_RUN_JAVA_OPTS -e BENCH_LAT_WARMUP -e BENCH_BW_WARMUP \
     -- bash "$snap/bench/perftest-compare.sh" ${args[@]+"${args[@]}"}
   rc=$?
   set -e
@@ -83,6 +106,7 @@ IP=$SOFTROCE_IP
 GIDX=${SOFTROCE_GID_INDEX:-1}
 RDMA_RUN="$root/bin/rdma-run"
 SCENARIOS="$root/bench/scenarios"
+SAMPLES="$root/samples"
 LOGS=${BENCH_LOG_DIR:-/tmp/rdma-run-bench}
 mkdir -p "$LOGS"
 # The guest sees the host's home read-only: the per-user secret both peers share lives with the logs.
@@ -117,6 +141,9 @@ wait_port() {
 }
 
 # pair LOG SERVER_CMD... -- CLIENT_CMD...: server on vCPU 0, client on vCPU 1; 0 when both exit 0.
+# The client starts once the server listens, as a user would start it. Under --quick, whose
+# figures judge nothing, an rdma-run client starts with its server (it retries a server that does
+# not listen yet): a JVM takes 15-20 s to start in the VM, and CI's time is short.
 # A JVM that dies of a signal (TCG has crashed JIT code) is counted and its run tried once more.
 pair() {
   local log=$1 try server_cmd=() client_cmd=() spid src crc
@@ -131,7 +158,7 @@ pair() {
     echo "+ ${c[*]}" >"$log.client"
     timeout -k 5 "$PROC_TIMEOUT" taskset -c 0 "${s[@]}" >>"$log.server" 2>&1 &
     spid=$!
-    if wait_port "$port" "$spid"; then
+    if { ((quick)) && [[ ${s[0]} == "$RDMA_RUN" ]]; } || wait_port "$port" "$spid"; then
       timeout -k 5 "$PROC_TIMEOUT" taskset -c 1 "${c[@]}" >>"$log.client" 2>&1 && crc=0 || crc=$?
     else
       crc=125
@@ -162,15 +189,22 @@ lat_of() { awk -v s="$2" '$1 == s && NF >= 9 { v = $5 } END { print v }' "$1"; }
 bw_of() { awk -v s="$2" '$1 == s && NF >= 5 { v = $4 } END { print v }' "$1"; }        # perftest BW average
 iter_of() { awk '/usec\/iter/ { for (i = 2; i <= NF; i++) if ($i == "usec/iter") v = $(i - 1) } END { print v }' "$1"; }
 field_of() { sed -n "s/.*rdma-run-bench .*$2=\([0-9.]*\).*/\1/p" "$1" | tail -1; }
+# rdma-run's results table: t_typical of a `NAME one way` row (measureRoundTrip, RTT / 2), and
+# the BW average under the `BW average[MB/sec]` header.
+one_way_of() { awk '/ one way / && NF >= 10 { v = $(NF - 4) } END { print v }' "$1"; }
+table_bw_of() { awk 'h && NF >= 5 { v = $4 } { h = /BW average\[MB\/sec\]/ } END { print v }' "$1"; }
 median() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+mib_of() { awk -v v="$1" 'BEGIN { if (v != "") printf "%.2f", v * 1000000 / 1048576 }'; }   # MB/s (10^6) -> perftest's (2^20)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.3f", a / b }'; }
 
 failed=0
-lat_ratios=""
-bw_ratios=""
-pingpong_ratios=""
+kinds=(lat bw pingpong user_lat user_bw user_pingpong user_self_lat user_self_bw cold_lat)
+declare -A ratios=()
 
-# run_case NAME KIND C_CMD... -- RDMA_ARGS...: KIND lat|bw|pingpong
+# run_case NAME KIND C_CMD... -- RDMA_ARGS...: KIND, one of $kinds, says how each side's figure
+# is read (*lat: perftest's t_typical, *bw: its BW average, *pingpong: usec/iter), whether
+# RDMA_ARGS follow `rdma-run pingpong` (*pingpong) or are a script and its flags, and which summary
+# ratio the case's joins.
 run_case() {
   local name=$1 kind=$2 c_cmd=() r_args=() round cv rv rc_v c_all="" r_all="" rc_all=""
   shift 2
@@ -185,27 +219,32 @@ run_case() {
     # perftest (or ibv_rc_pingpong) first, then rdma-run: alternating, round after round
     if pair "$base.c" "${c_cmd[@]}" -p @PORT@ -- "${c_cmd[@]}" -p @PORT@ "$IP"; then
       case $kind in
-        lat) cv=$(lat_of "$base.c.client" "$size") ;;
-        bw) cv=$(bw_of "$base.c.client" "$size") ;;
-        pingpong) cv=$(iter_of "$base.c.client") ;;
+        *lat) cv=$(lat_of "$base.c.client" "$size") ;;
+        *bw) cv=$(bw_of "$base.c.client" "$size") ;;
+        *pingpong) cv=$(iter_of "$base.c.client") ;;
       esac
     fi
-    if [ "$kind" = pingpong ]; then
+    if [[ $kind == *pingpong ]]; then
       if pair "$base.r" "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ -- "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ "$IP"; then
         rv=$(iter_of "$base.r.client")
-        rc_v=$(grep 'warm-up (not counted)' "$base.r.client" | iter_of /dev/stdin)
+        if [ "$kind" = pingpong ]; then rc_v=$(grep 'warm-up (not counted)' "$base.r.client" | iter_of /dev/stdin); fi
       fi
     else
       local common=("${r_args[@]}" -d "$DEV" -g "$GIDX" --timeout 120s) inline
-      # Inline sends as perftest used them this round (it disables them on devices it does not know, rxe among them)
+      # lat.main.kts: inline sends as perftest used them this round (it disables them on devices it
+      # does not know, rxe among them). The user's scripts run as typed.
       inline=$(sed -n 's/.*Max inline data *: *\([0-9]*\).*/\1/p' "$base.c.client" | head -1)
-      [ "$kind" = lat ] && [ -n "$inline" ] && common+=(--set "inline=$inline")
+      [[ $kind == lat || $kind == cold_lat ]] && [ -n "$inline" ] && common+=(--set "inline=$inline")
       if pair "$base.r" "$RDMA_RUN" "${common[@]}" --listen @PORT@ -- "$RDMA_RUN" "${common[@]}" --peer "$IP:@PORT@"; then
-        if [ "$kind" = lat ]; then
-          rv=$(field_of "$base.r.client" steady_us); rc_v=$(field_of "$base.r.client" cold_us)
-        else
-          rv=$(field_of "$base.r.client" steady_MBps); rc_v=$(field_of "$base.r.client" cold_MBps)
-        fi
+        case $kind in
+          lat) rv=$(field_of "$base.r.client" steady_us); rc_v=$(field_of "$base.r.client" cold_us) ;;
+          bw) rv=$(mib_of "$(field_of "$base.r.client" steady_MBps)"); rc_v=$(mib_of "$(field_of "$base.r.client" cold_MBps)") ;;
+          cold_lat) rv=$(field_of "$base.r.client" cold_us) ;;
+          user_lat) rv=$(one_way_of "$base.r.client") ;;
+          user_bw) rv=$(table_bw_of "$base.r.client") ;;
+          user_self_lat) rv=$(field_of "$base.r.client" one_way_us) ;;
+          user_self_bw) rv=$(field_of "$base.r.client" MiBps) ;;
+        esac
       fi
     fi
     say "  $name round $round: C ${cv:-failed}, rdma-run ${rv:-failed}${rc_v:+ (cold $rc_v)}"
@@ -214,17 +253,13 @@ run_case() {
   local cm rm rcm q unit
   cm=$(echo "$c_all" | median) rm=$(echo "$r_all" | median) rcm=$(echo "$rc_all" | median)
   q=$(ratio "$rm" "$cm")
-  case $kind in lat | pingpong) unit=us ;; bw) unit=MB/s ;; esac
+  case $kind in *lat | *pingpong) unit=us ;; *bw) unit=MB/s ;; esac
   say "$name: C ${cm:-n/a} $unit, rdma-run ${rm:-n/a} $unit${rcm:+ (cold $rcm)}, rdma-run/C ${q:-n/a}"
   if [ -z "$q" ]; then
     failed=1
     return 0
   fi
-  case $kind in
-    lat) lat_ratios+=" $q" ;;
-    bw) bw_ratios+=" $q" ;;
-    pingpong) pingpong_ratios+=" $q" ;;
-  esac
+  ratios[$kind]="${ratios[$kind]-} $q"
 }
 
 lat_case() { # OP SIZE
@@ -244,18 +279,59 @@ pingpong_case() {
   run_case pingpong pingpong ibv_rc_pingpong -d "$DEV" -g "$GIDX" -s "$size" -n "$n" \
     -- -d "$DEV" -g "$GIDX" -s "$size" -n "$n" --warmup "$lat_warmup"
 }
+# What a user types (see the top): the same flags to both tools.
+user_lat_case() { # SIZE
+  local size=$1
+  run_case "user_lat_$size" user_lat ib_send_lat -d "$DEV" -x "$GIDX" -s "$size" -n 20000 -F \
+    -- "$SAMPLES/pingpong-lat.main.kts" -s "$size" -n 20000
+}
+user_bw_case() { # SIZE
+  local size=$1
+  run_case "user_bw_$size" user_bw ib_write_bw -d "$DEV" -x "$GIDX" -s "$size" -n 5000 -t 16 -F \
+    -- "$SAMPLES/write-bw.main.kts" -s "$size" -n 5000 -t 16
+}
+user_pingpong_case() { # SIZE
+  local size=$1
+  run_case "user_pingpong_$size" user_pingpong ibv_rc_pingpong -d "$DEV" -g "$GIDX" -s "$size" -n 20000 \
+    -- -d "$DEV" -g "$GIDX" -s "$size" -n 20000
+}
+user_self_cases() { # the sizes and counts are the scripts' own
+  local size=64
+  run_case user_self_lat user_self_lat ib_send_lat -d "$DEV" -x "$GIDX" -s "$size" -n 20000 -F \
+    -- "$SCENARIOS/self-lat.main.kts"
+  size=65536
+  run_case user_self_bw user_self_bw ib_write_bw -d "$DEV" -x "$GIDX" -s "$size" -n 5000 -t 16 -F \
+    -- "$SCENARIOS/self-bw.main.kts"
+}
+cold_lat_case() { # SIZE
+  local size=$1
+  run_case "cold_lat_$size" cold_lat ib_send_lat -d "$DEV" -x "$GIDX" -s "$size" -n 1000 -F \
+    -- "$SCENARIOS/lat.main.kts" --set op=send --set "size=$size" --set iterations=1000 --set warmup=0
+}
 
 say "perftest-compare on $DEV ($(nproc) vCPUs), $rounds round(s) per case, $(date -u +%Y-%m-%dT%H:%MZ)"
 if ((quick)); then
   lat_case send 64
   bw_case write 65536 1
   pingpong_case
+  user_lat_case 64
+  user_bw_case 65536
+  user_pingpong_case 64
+  user_self_cases
+  cold_lat_case 64
 else
   for op in send write read; do for size in 2 64 4096; do lat_case "$op" "$size"; done; done
   for op in send write read; do for size in 4096 65536; do for qps in 1 4; do bw_case "$op" "$size" "$qps"; done; done; done
   bw_case atomic 8 1
   pingpong_case
+  for size in 64 4096; do user_lat_case "$size"; done
+  for size in 4096 65536; do user_bw_case "$size"; done
+  user_pingpong_case 64
+  user_self_cases
+  cold_lat_case 64
 fi
-say "lat_ratio=$(echo "$lat_ratios" | median) bw_ratio=$(echo "$bw_ratios" | median) pingpong_ratio=$(echo "$pingpong_ratios" | median)"
+summary=""
+for k in "${kinds[@]}"; do summary+=" ${k}_ratio=$(echo "${ratios[$k]-}" | median)"; done
+say "${summary# }"
 say "jvm_runs=$jvm_runs jvm_crashes=$jvm_crashes"
 exit $failed

@@ -11,7 +11,9 @@
 // threads share the core with the poller, and under emulation one C2 compilation takes up to
 // seconds of it). The last of those rounds is the measured one: every round runs the same code,
 // so the measured one runs only code the JIT has compiled. The client then tells the server to
-// stop (a SEND with immediate data; a WRITE of a mark no exchange uses) and prints one line:
+// stop (a SEND with immediate data; a WRITE of a mark no exchange uses) and prints the line below.
+// warmup=0: no warm-up at all; the first round is the measured one and the run ends after it
+// (steady_us = cold_us, the first `iterations` exchanges of a fresh JVM: perftest-compare's cold_lat).
 //   rdma-run-bench lat op=send size=64 iterations=1000 warmup_rounds=<rounds before the measured one>
 //                  steady_us=<median of the measured round> cold_us=<median of the first round>
 //   parameters: --set op=send|write|read --set size=BYTES (64) --set iterations=N (1000) --set warmup=N (iterations)
@@ -112,7 +114,7 @@ rdma {
                     quietRounds++
                 }
                 val quiet = quietRounds >= 2 && now - compiledAt >= 500_000_000L
-                if (i >= warmup + iterations && (quiet || now - giveUpAt > 0)) break
+                if (warmup == 0 || i >= warmup + iterations && (quiet || now - giveUpAt > 0)) break
             }
             when (op) {
                 "send" -> sendWithImm(1, size)

@@ -5,29 +5,18 @@ import com.github.ajalt.clikt.parameters.arguments.argument
 import com.github.ajalt.clikt.parameters.arguments.optional
 import com.github.ajalt.clikt.parameters.options.check
 import com.github.ajalt.clikt.parameters.options.default
+import com.github.ajalt.clikt.parameters.options.flag
 import com.github.ajalt.clikt.parameters.options.option
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
 import dev.rdmarun.dsl.MAX_DURATION_SECONDS
-import dev.rdmarun.runtime.Access
-import dev.rdmarun.runtime.CompletionQueue
 import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.dsl.ScenarioException
 import dev.rdmarun.runtime.FabricKey
 import dev.rdmarun.runtime.Gid
-import dev.rdmarun.runtime.MemoryRegion
 import dev.rdmarun.runtime.Mtu
 import dev.rdmarun.runtime.PortAttributes
-import dev.rdmarun.runtime.QpEndpoint
-import dev.rdmarun.runtime.QpType
-import dev.rdmarun.runtime.QueuePair
-import dev.rdmarun.runtime.QueuePairConfig
-import dev.rdmarun.runtime.RtrAttributes
-import dev.rdmarun.runtime.RtsAttributes
-import dev.rdmarun.runtime.SendFlags
-import dev.rdmarun.runtime.WorkCompletions
-import java.util.EnumSet
 import java.util.Locale
 import java.util.concurrent.ThreadLocalRandom
 
@@ -42,6 +31,11 @@ import java.util.concurrent.ThreadLocalRandom
  * (ibv_rc_pingpong uses none, which RoCE cannot route); the path MTU defaults to the port's active
  * MTU (ibv_rc_pingpong: 1024); waits on the peer are bounded (--peer-timeout, --timeout); the client
  * retries while the server is not listening yet.
+ *
+ * Before the exchange (the server once it listens, the client before it connects) a pre-flight
+ * warm-up ([PingpongPreflight], --no-preflight turns it off) runs the measured loop between two
+ * local QPs until the JIT has compiled it, so the first measured exchange is as fast as
+ * ibv_rc_pingpong's without anything on the wire changing.
  */
 class PingpongCommand : RdmaCommand("pingpong") {
     private val device by option("-d", "--ib-dev", metavar = "DEV", help = "RDMA device (default: the first one)")
@@ -58,6 +52,10 @@ class PingpongCommand : RdmaCommand("pingpong") {
         help = "Exchanges before the -n measured ones, not counted, so the JIT has compiled the loop (default 0). " +
             "The peer must be rdma-run pingpong with the same --warmup: ibv_rc_pingpong would count them")
         .int().restrictTo(min = 0).default(0)
+    private val preflight by option("--preflight",
+        help = "Before the exchange with the peer, ping-pong between two local QPs of the device until the JIT has compiled " +
+            "the loop (not counted, nothing sent to the peer; default on). --no-preflight: without it, for the cold figure")
+        .flag("--no-preflight", default = true)
     private val tcpPort by option("-p", "--port", metavar = "TCPPORT", help = "TCP port of the address exchange (default 18515)")
         .int().restrictTo(1..65535).default(DEFAULT_TCP_PORT)
     private val rxDepth by option("-r", "--rx-depth", metavar = "DEPTH", help = "Receives to keep posted (default 500)")
@@ -112,27 +110,17 @@ class PingpongCommand : RdmaCommand("pingpong") {
             val localGid = if (gidx >= 0) ctx.gid(ibPort, gidx).gid() else Gid.ZERO
             val pathMtu = mtu?.let { Mtu.ofBytes(it) } ?: port.activeMtu()
 
-            Resources().use { r ->
-                // pp_init_ctx: buffer (LOCAL_WRITE only), CQ of rx-depth + 1, QP with 1 send and rx-depth receives.
-                val pd = r.add(ctx.allocateProtectionDomain())
-                val mr = r.add(pd.registerMemory(size.toLong(), EnumSet.of(Access.LOCAL_WRITE)))
-                mr.segment().fill(BUFFER_FILL)
-                val cq = r.add(ctx.createCompletionQueue(rxDepth + 1))
-                val qp = r.add(pd.createQueuePair(QueuePairConfig(QpType.RC, cq, cq, 1, rxDepth, 1, 1, 0, false)))
-                val wc = r.add(WorkCompletions(2))
-                qp.modifyToInit(ibPort, EnumSet.noneOf(Access::class.java))
-                repeat(rxDepth) { qp.postReceive(RECV_WRID, mr, 0, size) }
+            val setup = PingpongSetup(ctx, ibPort, gidx, localGid, port.lid(), pathMtu, serviceLevel, size, rxDepth)
 
-                // soft0's LID depends on the GID (the port of its listener on that address): ask the QP.
-                val lid = if (ctx.isSoftware()) qp.localEndpoint(ibPort, gidx, 0).lid() else port.lid()
-                val local = PingpongDest(lid, qp.qpNum(), ThreadLocalRandom.current().nextInt(0x1000000), localGid)
+            Resources().use { r ->
+                val q = setup.create(r)
+                val local = setup.dest(q, ThreadLocalRandom.current().nextInt(0x1000000))
                 emit("  local address:  ${local.describe()}")
-                // pp_connect_ctx: RTR then RTS with ibv_rc_pingpong's attributes.
                 // soft0 only: the key the client makes and sends after its address (the peer is rdma-run then).
-                val connect = { remote: PingpongDest, key: FabricKey? ->
-                    val endpoint = QpEndpoint(remote.lid, remote.qpn, remote.psn, remote.gid, pathMtu)
-                    qp.modifyToRtr(RtrAttributes(endpoint, ibPort, maxOf(gidx, 0), pathMtu, 1, 12, 1, 0, serviceLevel, key))
-                    qp.modifyToRts(RtsAttributes(local.psn, 14, 7, 7, 1))
+                val connect = { remote: PingpongDest, key: FabricKey? -> setup.connect(q, local.psn, remote, key) }
+                // Before the exchange: the server's listens meanwhile (a client that connects waits in the backlog).
+                val preflightFirst = {
+                    if (preflight) PingpongPreflight(setup, interruption, limits, { emit("rdma-run pingpong: $it", err = true) }).run()
                 }
                 val exchange = PingpongExchange(limits, interruption)
                 val server = host
@@ -140,18 +128,22 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 val secret = if (ctx.isSoftware()) softSecret() else null
                 val clientNonce = secret?.let { PingpongWire.nonce() }
                 val remote = when {
-                    server != null -> exchange.asClient(server, tcpPort, local, clientNonce)
-                    secret != null -> exchange.asSoftServer(tcpPort, local) { r, nonce -> connect(r, PingpongWire.fabricKey(secret, nonce)) }
-                    else -> exchange.asServer(tcpPort, local) { r -> connect(r, null) }
+                    server != null -> {
+                        preflightFirst()
+                        exchange.asClient(server, tcpPort, local, clientNonce)
+                    }
+                    secret != null -> exchange.asSoftServer(tcpPort, local, preflightFirst) { r, nonce -> connect(r, PingpongWire.fabricKey(secret, nonce)) }
+                    else -> exchange.asServer(tcpPort, local, preflightFirst) { r -> connect(r, null) }
                 }
                 emit("  remote address: ${remote.describe()}")
                 if (server != null) connect(remote, clientNonce?.let { PingpongWire.fabricKey(secret!!, it) })
 
-                val sendFlags = SendFlags.SIGNALED or (if (qp.maxInlineData() >= size) SendFlags.INLINE else 0)
+                val deadline = limits.overallDeadline ?: PingpongSetup.noDeadline()
+                val out = LongArray(2)
                 val allocatedBefore = if (debug) allocatedBytes() else 0L
-                val nanos = pingPong(qp, cq, mr, wc, sendFlags, isClient = server != null, interruption, limits)
+                val nanos = setup.pingPong(q, isClient = server != null, warmup, iters, interruption, limits, deadline, 0, out)
                 if (warmup > 0) {
-                    emit("rdma-run pingpong: warm-up (not counted): " + results(size, warmup, warmupNanos).last(), err = true)
+                    emit("rdma-run pingpong: warm-up (not counted): " + results(size, warmup, out[0]).last(), err = true)
                 }
                 emit(results(size, iters, nanos).joinToString("\n"))
                 if (debug) {
@@ -162,87 +154,6 @@ class PingpongCommand : RdmaCommand("pingpong") {
         }
     }
 
-    /** How long the --warmup exchanges took (set by [pingPong]). */
-    private var warmupNanos = 0L
-
-    /**
-     * ibv_rc_pingpong's loop: busy-polls the CQ two completions at a time until [warmup] + [iters]
-     * sends and receives completed; returns the nanoseconds from the [warmup]-th message's arrival
-     * to the last completion. One loop for both phases: a second loop could not tell a next-phase
-     * message, polled with the last of this phase, from this phase's. The phase boundary is marked
-     * without a branch: a branch first taken at the boundary is one the JIT compiled during the
-     * warm-up as never taken, and taking it throws the compiled loop away (an uncommon trap), so the
-     * measured exchanges ran in the interpreter until it was compiled again (seconds under
-     * emulation). For the same reason the end is the last completion's time, not a read after the
-     * loop, whose exit is the other never-taken branch. Allocation-free on the success path. Stops
-     * with a failure on an error completion, Ctrl-C, or no completion within the limits.
-     */
-    private fun pingPong(qp: QueuePair, cq: CompletionQueue, mr: MemoryRegion, wc: WorkCompletions, sendFlags: Int,
-                         isClient: Boolean, interruption: Interruption, limits: Limits): Long {
-        val iters = warmup + iters
-        val warmup = warmup
-        val size = size
-        val rxDepth = rxDepth
-        var routs = rxDepth
-        var rcnt = 0
-        var scnt = 0
-        var pending = RECV_WRID
-        if (isClient) {
-            qp.postSend(SEND_WRID, mr, 0, size, sendFlags)
-            pending = pending or SEND_WRID
-        }
-        val peerTimeoutNanos = limits.peerTimeoutMs * 1_000_000
-        val deadline = limits.overallDeadline
-        val start = System.nanoTime()
-        // [0]: the arrival of the warm-up's last message (the start without a warm-up); [1]: later arrivals.
-        val marks = longArrayOf(start, start)
-        var lastCompletion = start
-        var idlePolls = 0
-        while (rcnt < iters || scnt < iters) {
-            if (interruption.requested) throw interruption.interrupted()
-            val n = cq.poll(wc)
-            if (n == 0) {
-                if (++idlePolls and 0x3ff == 0) {
-                    val now = System.nanoTime()
-                    if (now - lastCompletion > peerTimeoutNanos) {
-                        throw limits.peerTimeout("waiting for a completion after $scnt sends and $rcnt receives")
-                    }
-                    if (deadline != null && now - deadline >= 0) {
-                        throw limits.overallTimeout("ping-ponging ($scnt sends and $rcnt receives completed)")
-                    }
-                }
-                continue
-            }
-            idlePolls = 0
-            lastCompletion = System.nanoTime()
-            for (i in 0 until n) {
-                if (!wc.isSuccess(i)) throw wc.failure(i)
-                val wrId = wc.wrId(i)
-                when (wrId) {
-                    SEND_WRID -> scnt++
-                    RECV_WRID -> {
-                        if (--routs <= 1) {
-                            val more = rxDepth - routs
-                            for (k in 0 until more) qp.postReceive(RECV_WRID, mr, 0, size)
-                            routs += more
-                        }
-                        rcnt++
-                        marks[(warmup - rcnt) ushr 31] = lastCompletion // 0 while rcnt <= warmup, then 1
-                    }
-                    else -> throw CommandFailure("completion for unknown wr_id $wrId")
-                }
-                pending = pending and wrId.inv()
-                if (scnt < iters && pending == 0L) {
-                    qp.postSend(SEND_WRID, mr, 0, size, sendFlags)
-                    pending = RECV_WRID or SEND_WRID
-                }
-            }
-        }
-        warmupNanos = marks[0] - start
-        return lastCompletion - marks[0]
-    }
-
-    /** Heap bytes this thread allocated so far (HotSpot's per-thread counter), or 0 where unsupported. */
     /**
      * The secret two soft0 pingpong peers derive their fabric key from: `$RDMA_RUN_TOKEN`, else the
      * per-user secret (so two processes of one user, or hosts sharing the home directory, agree).
@@ -253,6 +164,7 @@ class PingpongCommand : RdmaCommand("pingpong") {
         throw CommandFailure(e.message.orEmpty(), cause = e)
     }
 
+    /** Heap bytes this thread allocated so far (HotSpot's per-thread counter), or 0 where unsupported. */
     private fun allocatedBytes(): Long =
         (java.lang.management.ManagementFactory.getThreadMXBean() as? com.sun.management.ThreadMXBean)
             ?.currentThreadAllocatedBytes ?: 0L

@@ -52,14 +52,19 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
  */
 class PingpongExchange(private val limits: Limits, private val interruption: Interruption) {
 
-    fun asServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest) -> Unit): PingpongDest =
-        serve(tcpPort, local, withNonce = false) { remote, _ -> connect(remote) }
+    /**
+     * [beforeAccept] runs once the port listens, before the client is accepted (the pre-flight
+     * warm-up): a client that connects meanwhile waits in the backlog, its address unread.
+     */
+    fun asServer(tcpPort: Int, local: PingpongDest, beforeAccept: () -> Unit = {}, connect: (PingpongDest) -> Unit): PingpongDest =
+        serve(tcpPort, local, withNonce = false, beforeAccept) { remote, _ -> connect(remote) }
 
     /** [asServer] for soft0: the client's nonce follows its address; [connect] gets both. */
-    fun asSoftServer(tcpPort: Int, local: PingpongDest, connect: (PingpongDest, ByteArray) -> Unit): PingpongDest =
-        serve(tcpPort, local, withNonce = true) { remote, nonce -> connect(remote, nonce!!) }
+    fun asSoftServer(tcpPort: Int, local: PingpongDest, beforeAccept: () -> Unit = {}, connect: (PingpongDest, ByteArray) -> Unit): PingpongDest =
+        serve(tcpPort, local, withNonce = true, beforeAccept) { remote, nonce -> connect(remote, nonce!!) }
 
-    private fun serve(tcpPort: Int, local: PingpongDest, withNonce: Boolean, connect: (PingpongDest, ByteArray?) -> Unit): PingpongDest {
+    private fun serve(tcpPort: Int, local: PingpongDest, withNonce: Boolean, beforeAccept: () -> Unit,
+                      connect: (PingpongDest, ByteArray?) -> Unit): PingpongDest {
         val server = try {
             ServerSocket().apply {
                 reuseAddress = true
@@ -69,6 +74,7 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
             throw CommandFailure("cannot listen on TCP port $tcpPort: ${e.message}", cause = e)
         }
         val socket = server.use {
+            beforeAccept()
             interruption.blockingOn(server) { s ->
                 s.soTimeout = limits.waitMs("waiting for a client on TCP port $tcpPort")
                 try {

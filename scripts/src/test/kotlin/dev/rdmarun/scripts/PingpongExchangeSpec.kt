@@ -57,6 +57,24 @@ class PingpongExchangeSpec : FunSpec({
         connected.get() shouldBe false
     }
 
+    test("the server runs its pre-flight after it listens and before it accepts: a C client that connects meanwhile waits") {
+        val port = freePort()
+        val listening = CompletableFuture<Unit>()
+        val release = CompletableFuture<Unit>()
+        val server = async {
+            exchange().asServer(port, serverDest, beforeAccept = { listening.complete(Unit); release.get(10, TimeUnit.SECONDS) }) {}
+        }
+        listening.get(10, TimeUnit.SECONDS)
+        Socket().use { s ->
+            s.connect(InetSocketAddress("127.0.0.1", port), 5_000) // in the backlog: the pre-flight is still running
+            s.getOutputStream().write(PingpongWire.encode(clientDest))
+            release.complete(Unit)
+            s.readExactly(PingpongWire.MESSAGE_SIZE).toList() shouldBe PingpongWire.encode(serverDest).toList()
+            s.getOutputStream().write(wire("done\u0000"))
+        }
+        server.get(10, TimeUnit.SECONDS) shouldBe clientDest
+    }
+
     test("the client may start before the server: it retries while the connection is refused") {
         val port = freePort()
         val client = async { exchange().asClient("localhost", port, clientDest) }

@@ -1,0 +1,134 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.clikt.testing.CliktCommandTestResult
+import com.github.ajalt.clikt.testing.test
+import io.kotest.assertions.withClue
+import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldBeEmpty
+import io.kotest.matchers.collections.shouldHaveSize
+import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldMatch
+import java.net.ServerSocket
+import java.util.concurrent.CompletableFuture
+import java.util.concurrent.TimeUnit
+
+/**
+ * `rdma-run pingpong` server and client on soft0, both in this JVM (each command opens its own
+ * context, so their QPs are as separate as in two processes), for what the pre-flight warm-up
+ * changes: one line on stderr and nothing on stdout or in the exchange.
+ */
+class PingpongCommandSpec : FunSpec({
+    fun freePort() = ServerSocket(0).use { it.localPort }
+
+    /** Server and client with the same options; the results once both ended. */
+    fun pair(vararg options: String): Pair<CliktCommandTestResult, CliktCommandTestResult> {
+        val port = freePort().toString()
+        val common = listOf("pingpong", "-d", "soft0", "-p", port, "-s", "64", "-n", "200", "--peer-timeout", "60") + options
+        val server = CompletableFuture<CliktCommandTestResult>()
+        Thread.ofPlatform().name("pingpong-server").start { server.complete(rdmaRun().test(common)) }
+        val client = rdmaRun().test(common + "127.0.0.1") // retries until the server listens
+        return server.get(120, TimeUnit.SECONDS) to client
+    }
+
+    /** ibv_rc_pingpong's four stdout lines; returns (local, remote) addresses. */
+    fun checkStdout(result: CliktCommandTestResult): Pair<String, String> {
+        val lines = result.stdout.trimEnd('\n').lines()
+        lines shouldHaveSize 4
+        lines[0] shouldMatch Regex("  local address:  LID 0x[0-9a-f]{4}, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID .+")
+        lines[1] shouldMatch Regex("  remote address: LID 0x[0-9a-f]{4}, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID .+")
+        lines[2] shouldMatch Regex("25600 bytes in \\d+\\.\\d\\d seconds = \\d+\\.\\d\\d Mbit/sec")
+        lines[3] shouldMatch Regex("200 iters in \\d+\\.\\d\\d seconds = \\d+\\.\\d\\d usec/iter")
+        return lines[0].substringAfter(":").trim() to lines[1].substringAfter(":").trim()
+    }
+
+    fun preflightLines(result: CliktCommandTestResult) = result.stderr.lines().filter { "pre-flight" in it }
+
+    test("the pre-flight warm-up runs by default, says so in one stderr line, and leaves stdout and the exchange as they were") {
+        val (server, client) = pair()
+        withClue("server: ${server.stderr}\nclient: ${client.stderr}") {
+            server.statusCode shouldBe 0
+            client.statusCode shouldBe 0
+            for (side in listOf(server, client)) {
+                val lines = preflightLines(side)
+                lines shouldHaveSize 1
+                lines[0] shouldMatch Regex("rdma-run pingpong: pre-flight warm-up: \\d+ rounds? of 1000 local exchanges in \\d+\\.\\d s, .+ \\(not counted\\)")
+            }
+            // Each side's remote address is the other's local one: the exchange carried the real QPs.
+            val (serverLocal, serverRemote) = checkStdout(server)
+            val (clientLocal, clientRemote) = checkStdout(client)
+            serverRemote shouldBe clientLocal
+            clientRemote shouldBe serverLocal
+        }
+    }
+
+    test("--no-preflight runs no warm-up and says nothing about it") {
+        val (server, client) = pair("--no-preflight")
+        withClue("server: ${server.stderr}\nclient: ${client.stderr}") {
+            server.statusCode shouldBe 0
+            client.statusCode shouldBe 0
+            preflightLines(server).shouldBeEmpty()
+            preflightLines(client).shouldBeEmpty()
+            checkStdout(server)
+            checkStdout(client)
+        }
+    }
+
+    /** The soft0 setup the command makes without options (-s 64), and the objects each [create] made. */
+    fun <T> withSetup(block: (PingpongSetup, MutableList<PingpongQp>) -> T): T = dev.rdmarun.runtime.Context.open("soft0").use { ctx ->
+        val gidx = ctx.defaultGid(1).index()
+        val port = ctx.queryPort(1)
+        block(PingpongSetup(ctx, 1, gidx, ctx.gid(1, gidx).gid(), port.lid(), port.activeMtu(), 0, 64, 500), mutableListOf())
+    }
+
+    fun PingpongQp.allClosed() = listOf(qp, cq, mr, pd).all { it.isClosed }
+
+    test("the warm-up releases its QPs, CQs, MRs and PDs, and never touches the real QP") {
+        withSetup { setup, made ->
+            Resources().use { real ->
+                val q = setup.create(real)
+                val said = mutableListOf<String>()
+                Interruption().use { interruption ->
+                    PingpongPreflight(setup, interruption, Limits(60_000, null), { said += it }) { r -> setup.create(r).also { made += it } }.run()
+                }
+                said shouldHaveSize 1
+                said[0] shouldMatch Regex("pre-flight warm-up: \\d+ rounds? of 1000 local exchanges .+")
+                made shouldHaveSize 2
+                made.all { it.allClosed() } shouldBe true
+                q.allClosed() shouldBe false
+                q.qp.queryState() shouldBe dev.rdmarun.runtime.QpState.INIT // not connected, nothing posted but its receives
+            }
+        }
+    }
+
+    test("a warm-up that cannot connect is skipped in one sentence, and what it made is released") {
+        withSetup { setup, made ->
+            val said = mutableListOf<String>()
+            var calls = 0
+            Interruption().use { interruption ->
+                PingpongPreflight(setup, interruption, Limits(60_000, null), { said += it }) { r ->
+                    if (++calls == 2) throw dev.rdmarun.runtime.VerbsException("no second QP here", "a hint")
+                    setup.create(r).also { made += it }
+                }.run()
+            }
+            said shouldHaveSize 1
+            said[0] shouldMatch Regex("pre-flight warm-up skipped: soft0 port 1 cannot connect two of its own QPs \\(no second QP here.*\\); .+")
+            made shouldHaveSize 1
+            made.single().allClosed() shouldBe true
+        }
+    }
+
+    test("Ctrl-C during the warm-up: 'interrupted', and what it made is released") {
+        withSetup { setup, made ->
+            Interruption().use { interruption ->
+                val failure = runCatching {
+                    PingpongPreflight(setup, interruption, Limits(60_000, null), {}) { r ->
+                        setup.create(r).also { made += it; if (made.size == 2) interruption.requestStop() }
+                    }.run()
+                }.exceptionOrNull()
+                (failure as CommandFailure).exitCode shouldBe 130
+            }
+            made shouldHaveSize 2
+            made.all { it.allClosed() } shouldBe true
+        }
+    }
+})
