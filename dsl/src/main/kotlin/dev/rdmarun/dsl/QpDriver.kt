@@ -275,7 +275,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     override val canWarmUp: Boolean get() = true
     override val loopQp: Int get() = index
     override fun loopParam(name: String): String? = session.parameter(name)
-    override fun messagesMoved(): Long = engine.stats().messagesSent() + engine.stats().messagesReceived()
+    // Taken, not arrived: the peer's next round may arrive before this side's next round starts.
+    override fun messagesMoved(): Long = engine.stats().messagesSent() + messagesTaken()
     override fun messagesTaken(): Long = engine.stats().messagesReceived() - engine.messagesWaiting()
     override fun dropWaitingMessages() {
         engine.dropWaitingMessages()

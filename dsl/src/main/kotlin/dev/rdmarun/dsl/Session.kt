@@ -630,7 +630,7 @@ internal class Session(
     @OptIn(kotlinx.coroutines.ExperimentalCoroutinesApi::class)
     suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean): Boolean {
         val where = if (qp == null) "in its scenario block" else "on QP $qp"
-        val what = "its repeat { } $where to end warm-up round $round"
+        val what = "repeat { } $where to end warm-up round $round"
         val scope = if (qp == null) drivers else listOf(drivers[qp])
         sendControl(Round(qp, loop, round, more, scope.map { it.engine.stats().messagesSent() }))
         val key = RoundKey(qp, loop, round)

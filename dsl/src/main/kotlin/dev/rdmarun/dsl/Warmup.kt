@@ -69,7 +69,7 @@ internal interface LoopHost {
 
     fun loopParam(name: String): String?
 
-    /** Messages this scope sent and took so far: a round that moved any must be agreed with the peer's. */
+    /** Messages this scope sent and a receive() took so far (and barriers passed): a round that moved any must be agreed with the peer's. */
     fun messagesMoved(): Long
 
     /** Messages a receive() of this scope took so far. */

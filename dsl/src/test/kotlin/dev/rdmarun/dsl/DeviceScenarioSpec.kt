@@ -502,6 +502,21 @@ class DeviceScenarioSpec : FunSpec({
             c.sections.getValue("rtt").count shouldBe 300
         }
 
+        test("a stream on several QPs warms up in step: the peer's next round may arrive before this side's starts ($device)") {
+            val (server, client) = pair(mapOf("iterations" to "7")) {
+                qps(3)
+                connect(peer)
+                forEachQp {
+                    client { repeat { send(); awaitCompletion() } }
+                    server { repeat { receive() } }
+                }
+            }
+            client.getOrThrow().total.operations shouldBe 21
+            server.getOrThrow().total.messagesReceived shouldBe 21
+            server.getOrThrow().total.messagesNotReceived shouldBe 0
+            server.getOrThrow().warmup.map { it.rounds } shouldBe client.getOrThrow().warmup.map { it.rounds }
+        }
+
         test("--set warmup=0 runs no warm-up and says so; warmup=N runs exactly N, agreed by nobody ($device)") {
             val block: suspend ScenarioScope.() -> Unit = {
                 connect(peer)
