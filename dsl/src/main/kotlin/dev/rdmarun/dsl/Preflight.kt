@@ -91,7 +91,7 @@ internal object Preflight {
     /** The longest a pre-flight runs (besides half the scenario's timeout). */
     val BOUND: Duration = 10.seconds
 
-    /** Local operations per round: see [round]. */
+    /** Local operations of a whole round (one past the time bound is cut short): see [round]. */
     const val EXCHANGES_PER_ROUND = 1000
 
     /** Rounds without compilation monitoring (a JVM without a JIT, or one that does not say). */
@@ -164,6 +164,8 @@ internal object Preflight {
         lateinit var b: QpDriver
         val config: EngineConfig = s.engineConfig()
         var atomics = false
+        /** Operations of the rounds so far (a ping-pong counts once). */
+        var exchanges = 0L
 
         private fun <T : VerbsResource> track(r: T): T {
             created.add(r)
@@ -257,7 +259,7 @@ internal object Preflight {
                 }
                 try {
                     while (true) {
-                        round()
+                        round(end)
                         rounds++
                         probe?.roundDone(rounds)
                         val now = System.nanoTime()
@@ -284,7 +286,7 @@ internal object Preflight {
                     watcher.cancel()
                 }
             }
-            return PreflightReport(device, rounds, rounds.toLong() * EXCHANGES_PER_ROUND, System.nanoTime() - start, quiet)
+            return PreflightReport(device, rounds, exchanges, System.nanoTime() - start, quiet)
         }
 
         /**
@@ -293,7 +295,9 @@ internal object Preflight {
          * with awaitCompletion, 125 READs, 125 atomics (fetchAndAdd and compareAndSwap, each
          * awaited; READs instead where the device has no atomics or the buffer is under 8 bytes).
          */
-        private suspend fun round() = coroutineScope {
+        private suspend fun round(end: Long) = coroutineScope {
+            // Past the bound the rest of a round is left out (the ping-pongs are both sides' count, so they run whole).
+            fun over() = System.nanoTime() - end >= 0
             val small = minOf(s.bufferSize, 64)
             val large = minOf(s.bufferSize, MAX_TRANSFER)
             val transfer = large
@@ -314,27 +318,35 @@ internal object Preflight {
                 for (i in 0 until PING_PONGS) {
                     a.send(small)
                     a.receive(copyPayload = false)
+                    exchanges++
                 }
                 for (i in 0 until PING_PONGS) {
                     a.send(large)
                     a.receive()
+                    exchanges++
                 }
                 a.awaitAll()
                 for (i in 0 until WRITES) {
+                    if (over()) break
                     a.write(transfer)
+                    exchanges++
                     if (a.outstanding >= s.sendDepth) a.awaitCompletion()
                 }
                 a.awaitAll()
                 val readDepth = minOf(s.sendDepth, 16)
                 for (i in 0 until (if (atomics) READS else READS + ATOMICS)) {
+                    if (over()) break
                     a.read(transfer)
+                    exchanges++
                     if (a.outstanding >= readDepth) a.awaitCompletion()
                 }
                 a.awaitAll()
                 if (atomics) {
                     for (i in 0 until ATOMICS) {
+                        if (over()) break
                         if (i and 1 == 0) a.fetchAndAdd(1) else a.compareAndSwap(i.toLong(), i + 1L)
                         a.awaitCompletion()
+                        exchanges++
                     }
                 }
             }

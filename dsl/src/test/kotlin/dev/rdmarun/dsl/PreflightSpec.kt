@@ -10,6 +10,8 @@ import io.kotest.matchers.collections.shouldBeEmpty
 import io.kotest.matchers.collections.shouldHaveSize
 import io.kotest.matchers.collections.shouldNotBeEmpty
 import io.kotest.matchers.ints.shouldBeGreaterThan
+import io.kotest.matchers.longs.shouldBeGreaterThan
+import io.kotest.matchers.longs.shouldBeLessThanOrEqual
 import io.kotest.matchers.nulls.shouldBeNull
 import io.kotest.matchers.nulls.shouldNotBeNull
 import io.kotest.matchers.shouldBe
@@ -81,7 +83,9 @@ class PreflightSpec : FunSpec({
                 val report = s.preflight.shouldNotBeNull()
                 report.device shouldBe "soft0"
                 report.rounds shouldBeGreaterThan 0
-                report.exchanges shouldBe report.rounds.toLong() * Preflight.EXCHANGES_PER_ROUND
+                report.exchanges shouldBeGreaterThan (report.rounds - 1).toLong() * Preflight.EXCHANGES_PER_ROUND
+                report.exchanges shouldBeLessThanOrEqual report.rounds.toLong() * Preflight.EXCHANGES_PER_ROUND
+                println(report.describe()) // in the test report: how long a pre-flight takes here
                 report.describe() shouldStartWith "pre-flight on soft0: ${report.rounds} round"
             }
         }
@@ -158,6 +162,7 @@ class PreflightSpec : FunSpec({
                     }
                 }
             }
+            probe.sessions shouldHaveSize 2
             probe.sessions.forEach { it.preflight.shouldNotBeNull() }
             client.total.operations shouldBe 110
             client.total.bytesSent shouldBe 100L * 64 + 10L * 128
