@@ -101,6 +101,9 @@ internal class Session(
     private var portAttributes: PortAttributes? = null
 
     /** The path MTU the QPs were connected with. */
+    /** What the pre-flight warm-up of [connect] did ([Preflight]); null: skipped, or not run yet. */
+    var preflight: PreflightReport? = null
+
     /** The scenario scope's `repeat { }` rounds (each QP's are its driver's). */
     val scenarioRounds = Rounds()
 
@@ -180,6 +183,7 @@ internal class Session(
                     secret
                 }
                 // On the dispatcher thread, which polls from now on.
+                preflight = Preflight.run(this@Session, polling, context!!, gidIndex) { note(it) }
                 polling.setIdleMode(settings.completionMode.idleMode, channel)
                 cqs.forEach { polling.addCompletionQueue(it) }
                 polling.setUnmatchedCompletionHandler { wcs, i -> unmatched(wcs, i) }
