@@ -126,6 +126,8 @@ data class ScenarioResult(
     val fingerprint: String? = null,
     /** What each `repeat { }` and `runFor` did before it measured: the scenario block's first, then by QP. */
     val warmup: List<WarmupSummary> = emptyList(),
+    /** The pre-flight warm-up connect(peer) ran on two local QPs before it met the peer; null when none ran (`--set warmup=0`). */
+    val preflight: PreflightReport? = null,
 ) {
     val seconds: Double get() = durationNanos / 1e9
 
@@ -209,6 +211,7 @@ data class ScenarioResult(
                 } else row(name, 1.0)
             }
         }
+        preflight?.let { appendLine(" ${it.describe()} (before connecting; in no figure)") }
         for (w in warmupLines()) appendLine(" $w")
         append(rule)
     }

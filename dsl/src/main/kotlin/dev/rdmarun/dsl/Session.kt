@@ -704,7 +704,7 @@ internal class Session(
         sendControl(Done(2))
         awaitControl(Done(2), "its final frame")
         return QpCounters.result(role, deviceName, end - (measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos), drivers.map { it.counters })
-            .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint, warmup = warmups.sortedWith(compareBy(nullsFirst()) { it.qp }))
+            .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint, warmup = warmups.sortedWith(compareBy(nullsFirst()) { it.qp }), preflight = preflight)
     }
 
     /** The peer's per-QP message counts, checked against what can be true before any wait relies on them. */
