@@ -618,8 +618,9 @@ internal class Session(
             fail(PeerException("$peerLabel sent the end of warm-up round ${r.round} of loop ${r.loop} on QP ${r.qp}, which this scenario has not: it is not a compatible rdma-run"))
             return
         }
-        // One pending report per scope (it waits for this side's before it goes on): more is a broken peer.
-        if (roundReports.size > drivers.size + 1) {
+        // Per scope at most this side's round and the peer's next (it waits for this side's word on each
+        // round before it goes on): more is a broken peer.
+        if (roundReports.size > 2 * (drivers.size + 1)) {
             fail(PeerException("$peerLabel sent ends of warm-up rounds that no repeat { } here waits for: it is not a compatible rdma-run"))
             return
         }
