@@ -58,10 +58,7 @@ internal class IntervalSampler(
         val lines = ArrayList<String>(2)
         if (t.run != run || t.phase != phase) {
             // A new scenario, or a warm-up ended: its figures start again from 0.
-            if (t.run == run && intervals.isNotEmpty()) {
-                lines += "[$label] warm-up over: the ${intervals.size} interval${if (intervals.size == 1) "" else "s"} above " +
-                    "${if (intervals.size == 1) "is" else "are"} not counted; intervals start again from 0"
-            }
+            if (t.run == run && intervals.isNotEmpty()) lines += warmupOver()
             intervals.clear()
             peak = null
             lastTick = null
@@ -97,6 +94,8 @@ internal class IntervalSampler(
             val current = stopped != null && stopped.run == run && stopped.phase == phase
             val from = (if (current) lastInterval else null) ?: LiveTotals(0, 0, 0, 0, 0)
             val records = if (current) intervals.toList() else emptyList()
+            // A warm-up that ended after the last sample: the lines printed for it are not this result's either.
+            val over = if (stopped != null && stopped.run == run && stopped.phase != phase && intervals.isNotEmpty()) warmupOver() else null
             val end = result.total.let { LiveTotals(result.durationNanos, it.bytesSent, it.bytesReceived, it.operations, it.messagesReceived) }
             // The partial last interval, even an idle one; none when the last sample already covered the end.
             val last = if (intervalSeconds != null && (end.elapsedNanos > from.elapsedNanos || !sameCounts(from, end))) interval(from, end) else null
@@ -106,11 +105,17 @@ internal class IntervalSampler(
             lastTick = null
             lastInterval = null
             takenRuns = maxOf(takenRuns, monitor.runs)
-            taken to last
+            Triple(taken, last, over)
+        }.let { (t, l, o) ->
+            o?.let { print?.invoke(it) }
+            t to l
         }
         last?.let { print?.invoke(line(it)) }
         return taken
     }
+
+    private fun warmupOver() = "[$label] warm-up over: the ${intervals.size} interval${if (intervals.size == 1) "" else "s"} above " +
+        "${if (intervals.size == 1) "is" else "are"} not counted; intervals start again from 0"
 
     private fun sameCounts(a: LiveTotals, b: LiveTotals) = a.bytesSent == b.bytesSent && a.bytesReceived == b.bytesReceived &&
         a.operations == b.operations && a.messagesReceived == b.messagesReceived
