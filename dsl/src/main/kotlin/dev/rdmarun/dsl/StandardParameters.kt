@@ -3,7 +3,7 @@ package dev.rdmarun.dsl
 /**
  * The parameters every scenario understands, with the names perftest users know: the launcher's
  * `-s`, `-n`, `-q`, `-t`, `-D`, `-I` set them (as `--set` does), and the DSL itself reads them, so a
- * script need not: `repeat { }` reads [WARMUP], [ITERATIONS] and [SECONDS]; at `connect(peer)`, [QPS],
+ * script need not: `repeat { }` reads [WARMUP], [ITERATIONS] and [SECONDS]; at `connect(peer)`, [WARMUP], [QPS],
  * [DEPTH] and [INLINE], when given, replace what `qps(n)`, `sendDepth(n)` and `inlineThreshold(n)`
  * said (the script's numbers are the defaults), and [SIZE] is the buffer size of a script that
  * does not call `bufferSize(n)` (so `send()` moves [SIZE] bytes). A script reads them as it reads any
@@ -16,7 +16,11 @@ object StandardParameters {
     /** Rounds of `repeat { }` (`-n`). */
     const val ITERATIONS = "iterations"
 
-    /** Rounds `repeat { }` runs first as a warm-up, left out of the results. */
+    /**
+     * The warm-up, left out of every figure: `auto` (default) for connect's pre-flight and the rounds
+     * of `repeat { }` and `runFor` until the JIT is quiet, `0` for none (the cold figure), `N` for N
+     * iterations of each loop.
+     */
     const val WARMUP = "warmup"
 
     /** Seconds `repeat { }` runs for instead (`-D`). */

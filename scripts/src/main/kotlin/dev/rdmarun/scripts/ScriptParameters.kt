@@ -15,8 +15,8 @@ data class SourceCall(val text: String, val line: Int)
  * What counts: calls `param("NAME", DEFAULT)`, `intParam(...)`, `sizeParam(...)` with a string
  * literal name (outside comments and other strings), the doc being the `//` comment that ends the
  * line; the names the DSL reads itself ([StandardParameters]): `qps`, `depth` and `inline` at
- * every connect, `size` unless the script calls `bufferSize(`, `iterations`, `seconds` and `warmup` when it
- * uses `repeat { }`. A reader called with a name that is not a literal makes the list
+ * every connect, `warmup` always (connect's pre-flight warm-up reads it too), `size` unless the script
+ * calls `bufferSize(`, `iterations` and `seconds` when it uses `repeat { }`. A reader called with a name that is not a literal makes the list
  * [incomplete]: the check is then skipped.
  */
 class ScriptParameters private constructor(
@@ -52,7 +52,7 @@ class ScriptParameters private constructor(
             StandardParameters.SIZE to ("4096" to "buffer size, the size send() and write() move (-s; 4K, 1M)"),
             StandardParameters.ITERATIONS to ("1000" to "rounds of repeat { } (-n)"),
             StandardParameters.SECONDS to ("" to "run repeat { } for this many seconds instead (-D)"),
-            StandardParameters.WARMUP to ("0" to "rounds repeat { } runs first, left out of the results"),
+            StandardParameters.WARMUP to ("auto" to "auto: warm up until the JIT is quiet (connect's pre-flight, repeat { } and runFor's rounds); 0: none, the cold figure; N: N iterations"),
         )
 
         fun of(source: String): ScriptParameters {
@@ -75,11 +75,11 @@ class ScriptParameters private constructor(
                 read.putIfAbsent(name, ScriptParameter(name, default, doc))
             }
             StandardParameters.READ_AT_CONNECT.forEach(::standard)
+            standard(StandardParameters.WARMUP)
             if (!BUFFER_SIZE_CALL.containsMatchIn(code)) standard(StandardParameters.SIZE)
             if (REPEAT_BLOCK.containsMatchIn(code)) {
                 standard(StandardParameters.ITERATIONS)
                 standard(StandardParameters.SECONDS)
-                standard(StandardParameters.WARMUP)
             }
             val sizeCall = BUFFER_SIZE_CALL.find(code)?.let { call(source, code, it.range.first, it.range.last) }
             return ScriptParameters(read, incomplete, sizeCall)
