@@ -278,12 +278,27 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     // Taken, not arrived: the peer's next round may arrive before this side's next round starts.
     override fun messagesMoved(): Long = engine.stats().messagesSent() + messagesTaken()
     override fun messagesTaken(): Long = engine.stats().messagesReceived() - engine.messagesWaiting()
-    override fun dropWaitingMessages() {
-        engine.dropWaitingMessages()
+
+    /**
+     * Messages waiting here that the peer sent in its warm-up, as the last agreed round showed
+     * ([afterAgreedRound]); -1 without an agreed round since the last measureFromHere.
+     */
+    private var peerWarmupWaiting = -1L
+
+    /**
+     * The peer's word on a warm-up round: it had sent [peerSent] messages on this QP by then, all
+     * arrived here. With [drop] (this loop takes none) its leftovers are dropped: exactly those,
+     * not the first of its next round, which may be here already.
+     */
+    fun afterAgreedRound(peerSent: Long, drop: Boolean) {
+        var left = peerSent - messagesTaken()
+        if (drop && left > 0) left -= engine.dropWaitingMessages(left)
+        peerWarmupWaiting = left.coerceIn(0, engine.messagesWaiting().toLong())
     }
     private var loops = 0
     override fun nextLoop(): Int = ++loops
-    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean) = session.agreeOnRound(index, loop, round, more)
+    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean) =
+        session.agreeOnRound(index, loop, round, more, dropLeftovers)
     override fun startMeasuring() = measureFromHere()
     override fun planned(iterations: Long, warmupIterations: Long) {
         rounds.done -= warmupIterations
@@ -297,7 +312,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
 
     override fun measureFromHere() {
         val now = System.nanoTime()
-        engine.measureFromHere(now)
+        if (peerWarmupWaiting >= 0) engine.measureFromHere(now, peerWarmupWaiting) else engine.measureFromHere(now)
+        peerWarmupWaiting = -1
         counters.measureFromHere()
         session.measuredFrom(now)
     }

@@ -116,13 +116,10 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun loopParam(name: String): String? = options.parameters[name]
     override fun messagesMoved(): Long = session?.let { s -> s.drivers.sumOf { it.messagesMoved() } + s.barriers } ?: 0L
     override fun messagesTaken(): Long = session?.drivers?.sumOf { it.messagesTaken() } ?: 0L
-    override fun dropWaitingMessages() {
-        session?.drivers?.forEach { it.dropWaitingMessages() }
-    }
     private var loops = 0
     override fun nextLoop(): Int = ++loops
-    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean) =
-        session?.agreeOnRound(null, loop, round, more) ?: more
+    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean) =
+        session?.agreeOnRound(null, loop, round, more, dropLeftovers) ?: more
     override fun startMeasuring() {
         if (session != null) measureFromHere()
     }
@@ -187,6 +184,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         val effective = options.overrides.applyTo(StandardParameters.applyTo(settings, options.parameters, bufferSizeSet))
         settings = effective
         Validation.checkSettings(effective)
+        Warmup.parse(options.parameters[StandardParameters.WARMUP]) // said before any device or peer is touched, by both sides
         val plan = ScenarioPlan(effective, peer, options.parameters.toSortedMap(), options.scenarioSource?.let { Fingerprint.sha256(it) },
             peerGiven = peer !== PLACEHOLDER_PEER)
         connectedRole = plan.role

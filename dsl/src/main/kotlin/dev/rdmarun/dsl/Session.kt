@@ -633,7 +633,7 @@ internal class Session(
      * then (on [qp], or on every QP), and returns whether either wants another round.
      */
     @OptIn(kotlinx.coroutines.ExperimentalCoroutinesApi::class)
-    suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean): Boolean {
+    suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean {
         val where = if (qp == null) "in its scenario block" else "on QP $qp"
         val what = "repeat { } $where to end warm-up round $round"
         val scope = if (qp == null) drivers else listOf(drivers[qp])
@@ -651,7 +651,10 @@ internal class Session(
                 if (peerMore != null) {
                     roundsAgreed.incrementAndGet()
                     // Sent in the peer's warm-up, so in this side's warm-up too: the boundary is exact.
-                    for ((i, d) in scope.withIndex()) d.awaitArrivals(peerMore.sent[i])
+                    for ((i, d) in scope.withIndex()) {
+                        d.awaitArrivals(peerMore.sent[i])
+                        d.afterAgreedRound(peerMore.sent[i], dropLeftovers)
+                    }
                     return more || peerMore.more
                 }
                 failure?.let { throw it }

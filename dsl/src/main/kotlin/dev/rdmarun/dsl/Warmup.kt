@@ -75,14 +75,15 @@ internal interface LoopHost {
     /** Messages a receive() of this scope took so far. */
     fun messagesTaken(): Long
 
-    /** Drops the messages waiting in this scope's inboxes: leftovers of a warm-up round whose loop takes none. */
-    fun dropWaitingMessages()
-
     /** The next loop number of this scope (1, 2, ...): a QP's loops pair with the peer's loops on that QP in order. */
     fun nextLoop(): Int
 
-    /** Tells the peer whether this side wants [round] to be followed by another, and returns whether either does. */
-    suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean): Boolean
+    /**
+     * Tells the peer whether this side wants [round] to be followed by another, and returns whether
+     * either does; with [dropLeftovers] (this loop takes no message) the peer's warm-up messages
+     * that wait here are dropped.
+     */
+    suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean
 
     fun startMeasuring()
 
@@ -158,10 +159,9 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
                 val quiet = quietRounds >= 2 && now - compiledAt >= WarmupSummary.QUIET_NANOS
                 val more = !quiet && now - startedAt < WarmupSummary.LIMIT_NANOS
                 val moved = h.messagesMoved() - movedAtRoundStart
-                val again = if (moved != 0L) h.agreeOnRound(loop, rounds, more) else more
                 // A loop that sends and takes nothing (the design card) would fill the peer's inbox round after
                 // round: each side drops what the peer's warm-up sent it, which no code of this loop would take.
-                if (h.messagesTaken() == takenAtRoundStart) h.dropWaitingMessages()
+                val again = if (moved != 0L) h.agreeOnRound(loop, rounds, more, dropLeftovers = h.messagesTaken() == takenAtRoundStart) else more
                 if (again) {
                     warmupIterations += roundLength()
                     movedAtRoundStart = h.messagesMoved()

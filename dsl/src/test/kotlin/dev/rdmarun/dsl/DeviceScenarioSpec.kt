@@ -553,8 +553,11 @@ class DeviceScenarioSpec : FunSpec({
         }
 
         test("a bad warmup parameter is one sentence that names it ($device)") {
-            val (_, client) = pair(mapOf("warmup" to "soon")) { connect(peer); qp(0) { repeat { } } }
-            client.exceptionOrNull()!!.message shouldBe "parameter warmup must be auto, 0 (none) or a number of iterations, not 'soon'"
+            val (server, client) = pair(mapOf("warmup" to "soon")) { connect(peer); qp(0) { repeat { } } }
+            // Each side says it at connect, before it meets the other.
+            for (side in listOf(server, client)) {
+                side.exceptionOrNull()!!.message shouldBe "parameter warmup must be auto, 0 (none) or a number of iterations, not 'soon'"
+            }
         }
 
         test("a failure on one QP ends the others' waits at once, and both sides hear the cause ($device)") {

@@ -785,11 +785,12 @@ public final class QpEngine {
     /**
      * Takes every waiting message without a receive: the leftovers of a warm-up round whose loop
      * takes none (each side only sends), which would otherwise fill the inbox before the
-     * measurement starts. Their receive slots go back to the peer. Returns how many.
+     * measurement starts: the oldest {@code max} at most (later ones may be the peer's measured
+     * messages). Their receive slots go back to the peer. Returns how many.
      */
-    public int dropWaitingMessages() {
+    public int dropWaitingMessages(long max) {
         int n = 0;
-        while (hasMessage()) {
+        while (n < max && hasMessage()) {
             releaseMessage();
             n++;
         }
@@ -816,10 +817,19 @@ public final class QpEngine {
      * measured phase started (System.nanoTime()).
      */
     public void measureFromHere(long nanos) {
+        measureFromHere(nanos, messagesWaiting());
+    }
+
+    /**
+     * {@link #measureFromHere(long)} when the peer's warm-up is known to have sent only the oldest
+     * {@code peerWarmupWaiting} of the waiting messages (an agreed warm-up): a later one that no
+     * receive takes counts as the measured phase's, not the warm-up's.
+     */
+    public void measureFromHere(long nanos, long peerWarmupWaiting) {
         long waitingBytes = 0;
         for (int i = 0; i < inboxSize; i++) waitingBytes += inboxLength[(inboxHead + i) % inboxDepth];
         for (int i = 0; i < heldSize; i++) waitingBytes += heldLength[(heldHead + i) % heldSlot.length];
-        stats.startMeasuring(posted, messagesWaiting(), waitingBytes, nanos);
+        stats.startMeasuring(posted, messagesWaiting(), waitingBytes, nanos, peerWarmupWaiting);
     }
 
     // ---- data buffers ----

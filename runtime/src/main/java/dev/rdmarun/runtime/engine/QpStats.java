@@ -147,6 +147,15 @@ public final class QpStats {
      * for a receive().
      */
     void startMeasuring(long lastPosted, long waiting, long waitingBytes, long nanos) {
+        startMeasuring(lastPosted, waiting, waitingBytes, nanos, waiting);
+    }
+
+    /**
+     * As above, when only the oldest {@code warmupLeft} of the {@code waiting} messages were sent in
+     * the peer's warm-up (the rest already in its measured phase): only those go back to the warm-up
+     * if no receive takes them.
+     */
+    void startMeasuring(long lastPosted, long waiting, long waitingBytes, long nanos, long warmupLeft) {
         long stamp = boundary.writeLock();
         try {
             warmupThrough = lastPosted;
@@ -155,7 +164,7 @@ public final class QpStats {
             warmupBytesReceived = bytesReceived - waitingBytes;
             warmupMessagesReceived = messagesReceived - waiting;
             warmupMessagesNotReceived = messagesNotReceived;
-            warmupWaiting = waiting;
+            warmupWaiting = Math.min(waiting, Math.max(0, warmupLeft));
             if (warmupLatency == null) warmupLatency = new Histogram(3);
             warmupLatency.reset();
             warmupLatency.add(latency);
