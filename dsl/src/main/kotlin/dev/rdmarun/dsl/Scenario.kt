@@ -119,7 +119,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     private var loops = 0
     override fun nextLoop(): Int = ++loops
     override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean) =
-        session?.agreeOnRound(null, loop, round, more, dropLeftovers) ?: more
+        session.let { s -> if (s == null) more else s.agreeOnRound(null, loop, round, more, dropLeftovers) }
     override fun startMeasuring() {
         if (session != null) measureFromHere()
     }

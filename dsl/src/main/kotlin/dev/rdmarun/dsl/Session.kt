@@ -618,9 +618,9 @@ internal class Session(
             fail(PeerException("$peerLabel sent the end of warm-up round ${r.round} of loop ${r.loop} on QP ${r.qp}, which this scenario has not: it is not a compatible rdma-run"))
             return
         }
-        // Per scope at most this side's round and the peer's next (it waits for this side's word on each
-        // round before it goes on): more is a broken peer.
-        if (roundReports.size > 2 * (drivers.size + 1)) {
+        // Per scope at most this side's round and the peer's next, plus one report per loop of the peer's
+        // that found no partner loop here (its first): far more is a broken peer.
+        if (roundReports.size > MAX_PENDING_ROUNDS * (drivers.size + 1)) {
             fail(PeerException("$peerLabel sent ends of warm-up rounds that no repeat { } here waits for: it is not a compatible rdma-run"))
             return
         }
@@ -630,10 +630,13 @@ internal class Session(
     /**
      * Tells the peer whether this side wants another warm-up round after [round] of [qp]'s [loop]-th
      * loop, waits for the peer's word on the same round and for every message the peer sent until
-     * then (on [qp], or on every QP), and returns whether either wants another round.
+     * then (on [qp], or on every QP), and returns whether either wants another round. Null when the
+     * peer has no partner loop but answers this one's messages in code of its own (a `while` loop
+     * until a stop message): it waits in receive() for this side, stalled, for two heartbeats (a
+     * partner loop would be waiting for this word, not for a message). The loop then goes on alone.
      */
     @OptIn(kotlinx.coroutines.ExperimentalCoroutinesApi::class)
-    suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean {
+    suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean? {
         val where = if (qp == null) "in its scenario block" else "on QP $qp"
         val what = "repeat { } $where to end warm-up round $round"
         val scope = if (qp == null) drivers else listOf(drivers[qp])
@@ -658,6 +661,11 @@ internal class Session(
                     return more || peerMore.more
                 }
                 failure?.let { throw it }
+                val peerWaits = lastHeartbeat?.waiting
+                if (peerStalls >= UNPAIRED_HEARTBEATS && peerWaits != null &&
+                    peerWaits.startsWith(if (qp == null) "a message in receive()" else "a message in receive() on QP $qp")) {
+                    return null
+                }
                 if (peerFinishedAt != 0L || control?.framePending == true) {
                     throw ScenarioException("the ${role.label}'s repeat { } $where exchanged messages with $peerLabel in warm-up round $round, " +
                         "but $peerLabel went on without a repeat { } to pair with it: write the peer's loop with repeat { } (or runFor) " +
@@ -787,6 +795,12 @@ internal class Session(
 
         /** Heartbeats of each side that must show both waiting to receive before it is called a deadlock. */
         const val STALLED_HEARTBEATS = 3
+
+        /** Heartbeats of a peer stalled in receive() while a loop here waits for its word on a round: it has no partner loop. */
+        const val UNPAIRED_HEARTBEATS = 2
+
+        /** Round reports that may wait for a loop here, per QP and the scenario's block. */
+        const val MAX_PENDING_ROUNDS = 64
 
         const val BOTH_RECEIVE = "both sides wait to receive, one of them has to send first"
 

@@ -24,6 +24,8 @@ data class WarmupSummary(
     val quiet: Boolean = false,
     /** Milliseconds the JIT spent compiling while the measured iterations ran (all threads of this JVM); -1 when unknown. */
     val compileMillisMeasured: Long = -1,
+    /** Auto only: the peer answered this loop's messages without a partner loop, so the rounds were not agreed. */
+    val alone: Boolean = false,
 ) {
     /** One line: "warm-up on QP 0: 7 rounds of 1000 in 2.3 s, until no compilation for 0.5 s". */
     fun describe(): String {
@@ -37,8 +39,9 @@ data class WarmupSummary(
                 "stopped at its ${LIMIT_NANOS / 1_000_000_000} s bound with the JIT still compiling"
             }
         }
+        val unpaired = if (alone) " (the peer answered without a repeat { } of its own: rounds not agreed)" else ""
         val during = if (compileMillisMeasured >= 0) "; the JIT compiled for $compileMillisMeasured ms during the measurement" else ""
-        return "warm-up$where: $what$during"
+        return "warm-up$where: $what$unpaired$during"
     }
 
     private fun seconds() = String.format(Locale.ROOT, "%.1f s", nanos / 1e9)
@@ -81,9 +84,10 @@ internal interface LoopHost {
     /**
      * Tells the peer whether this side wants [round] to be followed by another, and returns whether
      * either does; with [dropLeftovers] (this loop takes no message) the peer's warm-up messages
-     * that wait here are dropped.
+     * that wait here are dropped. Null: the peer has no partner loop (it answers in code of its
+     * own), and this loop goes on alone.
      */
-    suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean
+    suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean?
 
     fun startMeasuring()
 
@@ -114,6 +118,8 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
     private var compiled = 0L
     private var compiledAt = 0L
     private var quietRounds = 0
+    /** The peer answers this loop without a partner loop: no more agreement. */
+    private var alone = false
     private var summary: WarmupSummary? = null
     /** Iterations the warm-up rounds ran: not the measured ones a progress line counts. */
     private var warmupIterations = 0L
@@ -161,7 +167,9 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
                 val moved = h.messagesMoved() - movedAtRoundStart
                 // A loop that sends and takes nothing (the design card) would fill the peer's inbox round after
                 // round: each side drops what the peer's warm-up sent it, which no code of this loop would take.
-                val again = if (moved != 0L) h.agreeOnRound(loop, rounds, more, dropLeftovers = h.messagesTaken() == takenAtRoundStart) else more
+                val again = if (moved != 0L && !alone) {
+                    h.agreeOnRound(loop, rounds, more, dropLeftovers = h.messagesTaken() == takenAtRoundStart) ?: more.also { alone = true }
+                } else more
                 if (again) {
                     warmupIterations += roundLength()
                     movedAtRoundStart = h.messagesMoved()
@@ -169,7 +177,7 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
                     roundEnd = System.nanoTime() + FAR
                     return roundLength()
                 }
-                return measured(System.nanoTime(), WarmupSummary.MODE_AUTO, rounds, roundLength(), quiet)
+                return measured(System.nanoTime(), WarmupSummary.MODE_AUTO, rounds, roundLength(), quiet, alone)
             }
             MEASURED -> {
                 phase = DONE
@@ -182,11 +190,11 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
 
     private fun roundLength() = if (durationNanos != null) WarmupSummary.ROUND else minOf(iterations, WarmupSummary.ROUND).coerceAtLeast(1)
 
-    private fun measured(now: Long, mode: String, rounds: Int, perRound: Long, quiet: Boolean): Long {
+    private fun measured(now: Long, mode: String, rounds: Int, perRound: Long, quiet: Boolean, alone: Boolean = false): Long {
         phase = MEASURED
         if (host != null) {
             if (mode != WarmupSummary.MODE_NONE) host.startMeasuring()
-            summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet)
+            summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet, alone = alone)
         }
         compiled = Jit.compiledMillis()
         val start = System.nanoTime()

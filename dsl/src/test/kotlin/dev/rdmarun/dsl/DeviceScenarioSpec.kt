@@ -552,6 +552,25 @@ class DeviceScenarioSpec : FunSpec({
             server.isFailure shouldBe true
         }
 
+        test("a repeat { } whose peer answers in a loop of its own until a stop message warms up alone ($device)") {
+            val (server, client) = pair(mapOf("iterations" to "50")) {
+                connect(peer)
+                qp(0) {
+                    client {
+                        repeat { send(); receive(copyPayload = false) }
+                        sendWithImm(1)
+                        awaitAll()
+                    }
+                    server { while (receive(copyPayload = false).immediate == null) send() }
+                }
+            }
+            val c = client.getOrThrow()
+            server.getOrThrow()
+            c.warmup.single().alone shouldBe true
+            c.table() shouldContain "(the peer answered without a repeat { } of its own: rounds not agreed)"
+            c.total.messagesReceived shouldBe 50
+        }
+
         test("a bad warmup parameter is one sentence that names it ($device)") {
             val (server, client) = pair(mapOf("warmup" to "soon")) { connect(peer); qp(0) { repeat { } } }
             // Each side says it at connect, before it meets the other.
