@@ -44,9 +44,12 @@ class DeviceScenarioSpec : FunSpec({
 
     for (device in devices) {
         /** Runs the scenario as server and client at once, with [peer] set as a launcher sets it; returns both outcomes. */
+        // warmup=0 unless a case asks for it: the warm-up has cases of its own, and under emulation each
+        // automatic one (and connect's pre-flight) takes up to its bound.
         suspend fun pair(parameters: Map<String, String> = emptyMap(), block: suspend ScenarioScope.() -> Unit): Pair<Result<ScenarioResult>, Result<ScenarioResult>> {
             val port = freePort()
-            fun options(peer: Peer) = RdmaOptions(parameters = parameters, overrides = SettingsOverrides(device = device), peer = peer)
+            val given = if (StandardParameters.WARMUP in parameters) parameters else parameters + (StandardParameters.WARMUP to "0")
+            fun options(peer: Peer) = RdmaOptions(parameters = given, overrides = SettingsOverrides(device = device), peer = peer)
             return coroutineScope {
                 val server = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.listen(port)), block) } }
                 val client = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.connect("127.0.0.1", port)), block) } }
@@ -457,118 +460,138 @@ class DeviceScenarioSpec : FunSpec({
         }
 
         test("the design card runs as written, per QP and at the scenario level: messages nobody receives are counted ($device)") {
-            // Rounds of 1000 sends that nobody receives: without dropping each warm-up round's leftovers the
-            // peer's inbox (1024) would be full in the second round, and both sides would wait for credit.
-            val perQp = pair(mapOf("iterations" to "1000")) {
+            val perQp = pair(mapOf("iterations" to "50")) {
                 qps(4)
                 connect(peer)
                 forEachQp { repeat { send(); awaitCompletion() } }
             }
-            val everyQp = pair(mapOf("iterations" to "1000")) { qps(4); connect(peer); repeat { send(); awaitCompletion() } }
+            val everyQp = pair(mapOf("iterations" to "50")) { qps(4); connect(peer); repeat { send(); awaitCompletion() } }
             for ((server, client) in listOf(perQp, everyQp)) {
                 for (side in listOf(server.getOrThrow(), client.getOrThrow())) {
-                    side.total.operations shouldBe 4000
-                    side.total.messagesReceived shouldBe 4000
-                    side.total.messagesNotReceived shouldBe 4000
-                    side.warmup.map { it.mode }.toSet() shouldBe setOf(WarmupSummary.MODE_AUTO)
+                    side.total.operations shouldBe 200
+                    side.total.messagesReceived shouldBe 200
+                    side.total.messagesNotReceived shouldBe 200
                 }
+            }
+        }
+
+        // The automatic warm-up on soft0: under emulation each one runs to its 30 s bound. On rxe0 the
+        // VM's script cases (pingpong-lat's agreed rounds, the card's exact counts) show it.
+        if (device == "soft0") {
+            test("the design card with the automatic warm-up: each round's leftovers dropped, the counts exact ($device)") {
+                // Rounds of 1000 sends that nobody receives: without dropping each warm-up round's leftovers the
+                // peer's inbox (1024) would be full in the second round, and both sides would wait for credit.
+                val perQp = pair(mapOf("iterations" to "1000", "warmup" to "auto")) {
+                    qps(4)
+                    connect(peer)
+                    forEachQp { repeat { send(); awaitCompletion() } }
+                }
+                val everyQp = pair(mapOf("iterations" to "1000", "warmup" to "auto")) { qps(4); connect(peer); repeat { send(); awaitCompletion() } }
+                for ((server, client) in listOf(perQp, everyQp)) {
+                    for (side in listOf(server.getOrThrow(), client.getOrThrow())) {
+                        side.total.operations shouldBe 4000
+                        side.total.messagesReceived shouldBe 4000
+                        side.total.messagesNotReceived shouldBe 4000
+                        side.warmup.map { it.mode }.toSet() shouldBe setOf(WarmupSummary.MODE_AUTO)
+                    }
+                    server.getOrThrow().warmup.map { it.rounds } shouldBe client.getOrThrow().warmup.map { it.rounds }
+                }
+            }
+
+            test("repeat { } warms up until the JIT is quiet, both sides the same rounds, then measures exactly `iterations` ($device)") {
+                val (server, client) = pair(mapOf("iterations" to "300", "warmup" to "auto")) {
+                    bufferSize(64)
+                    connect(peer)
+                    qp(0) {
+                        if (isClient) repeat { measureRoundTrip("rtt") { send(); receive(copyPayload = false) } }
+                        else repeat { receive(copyPayload = false); send() }
+                    }
+                }
+                val s = server.getOrThrow()
+                val c = client.getOrThrow()
+                for (side in listOf(s, c)) {
+                    side.warmup.size shouldBe 1
+                    side.warmup[0].mode shouldBe WarmupSummary.MODE_AUTO
+                    side.warmup[0].qp shouldBe 0
+                    side.warmup[0].iterationsPerRound shouldBe 300
+                    side.total.operations shouldBe 300
+                    side.total.messagesReceived shouldBe 300
+                    side.total.messagesNotReceived shouldBe 0
+                    side.table() shouldContain "warm-up on QP 0: ${side.warmup[0].rounds} rounds of 300 in "
+                }
+                c.warmup[0].rounds shouldBe s.warmup[0].rounds
+                (c.warmup[0].rounds >= 2) shouldBe true // quiet takes two quiet rounds; the bound takes more
+                c.sections.getValue("rtt").count shouldBe 300
+            }
+
+            test("a stream on several QPs warms up in step: the peer's next round may arrive before this side's starts ($device)") {
+                val (server, client) = pair(mapOf("iterations" to "7", "warmup" to "auto")) {
+                    qps(3)
+                    connect(peer)
+                    forEachQp {
+                        client { repeat { send(); awaitCompletion() } }
+                        server { repeat { receive() } }
+                    }
+                }
+                client.getOrThrow().total.operations shouldBe 21
+                server.getOrThrow().total.messagesReceived shouldBe 21
+                server.getOrThrow().total.messagesNotReceived shouldBe 0
                 server.getOrThrow().warmup.map { it.rounds } shouldBe client.getOrThrow().warmup.map { it.rounds }
             }
-        }
 
-        test("repeat { } warms up until the JIT is quiet, both sides the same rounds, then measures exactly `iterations` ($device)") {
-            val (server, client) = pair(mapOf("iterations" to "300")) {
-                bufferSize(64)
-                connect(peer)
-                qp(0) {
-                    if (isClient) repeat { measureRoundTrip("rtt") { send(); receive(copyPayload = false) } }
-                    else repeat { receive(copyPayload = false); send() }
-                }
-            }
-            val s = server.getOrThrow()
-            val c = client.getOrThrow()
-            for (side in listOf(s, c)) {
-                side.warmup.size shouldBe 1
-                side.warmup[0].mode shouldBe WarmupSummary.MODE_AUTO
-                side.warmup[0].qp shouldBe 0
-                side.warmup[0].iterationsPerRound shouldBe 300
-                side.total.operations shouldBe 300
-                side.total.messagesReceived shouldBe 300
-                side.total.messagesNotReceived shouldBe 0
-                side.table() shouldContain "warm-up on QP 0: ${side.warmup[0].rounds} rounds of 300 in "
-            }
-            c.warmup[0].rounds shouldBe s.warmup[0].rounds
-            (c.warmup[0].rounds >= 2) shouldBe true // quiet takes two quiet rounds; the bound takes more
-            c.sections.getValue("rtt").count shouldBe 300
-        }
-
-        test("a stream on several QPs warms up in step: the peer's next round may arrive before this side's starts ($device)") {
-            val (server, client) = pair(mapOf("iterations" to "7")) {
-                qps(3)
-                connect(peer)
-                forEachQp {
-                    client { repeat { send(); awaitCompletion() } }
-                    server { repeat { receive() } }
-                }
-            }
-            client.getOrThrow().total.operations shouldBe 21
-            server.getOrThrow().total.messagesReceived shouldBe 21
-            server.getOrThrow().total.messagesNotReceived shouldBe 0
-            server.getOrThrow().warmup.map { it.rounds } shouldBe client.getOrThrow().warmup.map { it.rounds }
-        }
-
-        test("--set warmup=0 runs no warm-up and says so; warmup=N runs exactly N, agreed by nobody ($device)") {
-            val block: suspend ScenarioScope.() -> Unit = {
-                connect(peer)
-                qp(0) {
-                    if (isClient) repeat { send(); receive(copyPayload = false) }
-                    else repeat { receive(copyPayload = false); send() }
-                }
-            }
-            val (s0, c0) = pair(mapOf("iterations" to "100", "warmup" to "0"), block)
-            for (side in listOf(s0.getOrThrow(), c0.getOrThrow())) {
-                side.warmup.single().mode shouldBe WarmupSummary.MODE_NONE
-                side.total.operations shouldBe 100
-                side.table() shouldContain "warm-up on QP 0: none (--set warmup=0): the figures include the JIT's warm-up"
-            }
-            val (s1, c1) = pair(mapOf("iterations" to "100", "warmup" to "250"), block)
-            for (side in listOf(s1.getOrThrow(), c1.getOrThrow())) {
-                side.warmup.single().mode shouldBe WarmupSummary.MODE_FIXED
-                side.warmup.single().iterationsPerRound shouldBe 250
-                side.total.operations shouldBe 100
-                side.total.messagesReceived shouldBe 100
-            }
-        }
-
-        test("a repeat { } that exchanges messages with a peer looping on its own ends with a sentence, not a hang ($device)") {
-            val (server, client) = pair(mapOf("iterations" to "5")) {
-                connect(peer)
-                qp(0) {
-                    if (isClient) repeat { send(); awaitCompletion() }
-                    else kotlin.repeat(5) { receive() }
-                }
-            }
-            client.exceptionOrNull()!!.message shouldContain "went on without a repeat { } to pair with it"
-            server.isFailure shouldBe true
-        }
-
-        test("a repeat { } whose peer answers in a loop of its own until a stop message warms up alone ($device)") {
-            val (server, client) = pair(mapOf("iterations" to "50")) {
-                connect(peer)
-                qp(0) {
-                    client {
-                        repeat { send(); receive(copyPayload = false) }
-                        sendWithImm(1)
-                        awaitAll()
+            test("--set warmup=0 runs no warm-up and says so; warmup=N runs exactly N, agreed by nobody ($device)") {
+                val block: suspend ScenarioScope.() -> Unit = {
+                    connect(peer)
+                    qp(0) {
+                        if (isClient) repeat { send(); receive(copyPayload = false) }
+                        else repeat { receive(copyPayload = false); send() }
                     }
-                    server { while (receive(copyPayload = false).immediate == null) send() }
+                }
+                val (s0, c0) = pair(mapOf("iterations" to "100", "warmup" to "0"), block)
+                for (side in listOf(s0.getOrThrow(), c0.getOrThrow())) {
+                    side.warmup.single().mode shouldBe WarmupSummary.MODE_NONE
+                    side.total.operations shouldBe 100
+                    side.table() shouldContain "warm-up on QP 0: none (--set warmup=0): the figures include the JIT's warm-up"
+                }
+                val (s1, c1) = pair(mapOf("iterations" to "100", "warmup" to "250"), block)
+                for (side in listOf(s1.getOrThrow(), c1.getOrThrow())) {
+                    side.warmup.single().mode shouldBe WarmupSummary.MODE_FIXED
+                    side.warmup.single().iterationsPerRound shouldBe 250
+                    side.total.operations shouldBe 100
+                    side.total.messagesReceived shouldBe 100
                 }
             }
-            val c = client.getOrThrow()
-            server.getOrThrow()
-            c.warmup.single().alone shouldBe true
-            c.table() shouldContain "(the peer answered without a repeat { } of its own: rounds not agreed)"
-            c.total.messagesReceived shouldBe 50
+
+            test("a repeat { } that exchanges messages with a peer looping on its own ends with a sentence, not a hang ($device)") {
+                val (server, client) = pair(mapOf("iterations" to "5", "warmup" to "auto")) {
+                    connect(peer)
+                    qp(0) {
+                        if (isClient) repeat { send(); awaitCompletion() }
+                        else kotlin.repeat(5) { receive() }
+                    }
+                }
+                client.exceptionOrNull()!!.message shouldContain "went on without a repeat { } to pair with it"
+                server.isFailure shouldBe true
+            }
+
+            test("a repeat { } whose peer answers in a loop of its own until a stop message warms up alone ($device)") {
+                val (server, client) = pair(mapOf("iterations" to "50", "warmup" to "auto")) {
+                    connect(peer)
+                    qp(0) {
+                        client {
+                            repeat { send(); receive(copyPayload = false) }
+                            sendWithImm(1)
+                            awaitAll()
+                        }
+                        server { while (receive(copyPayload = false).immediate == null) send() }
+                    }
+                }
+                val c = client.getOrThrow()
+                server.getOrThrow()
+                c.warmup.single().alone shouldBe true
+                c.table() shouldContain "(the peer answered without a repeat { } of its own: rounds not agreed)"
+                c.total.messagesReceived shouldBe 50
+            }
         }
 
         test("a bad warmup parameter is one sentence that names it ($device)") {
