@@ -48,9 +48,10 @@
 #   cold_lat_64  lat.main.kts op=send size=64 iterations=1000 warmup=0 (no warm-up: the run ends
 #       after the first 1,000 exchanges of a fresh JVM; inline as in lat_*): its median one way
 #       against the t_typical of ib_send_lat -s 64 -n 1000.
-# --quick: one round of lat_send_64, bw_write_65536_q1, pingpong, user_lat_64, user_bw_65536,
-# user_pingpong_64, user_self_lat, user_self_bw and cold_lat_64, each rdma-run client started
-# together with its server (CI runs it to keep the harness working; its figures judge nothing).
+# --quick: one round of lat_send_64, bw_write_65536_q1, user_lat_64, user_pingpong_64,
+# user_self_lat and cold_lat_64, each rdma-run client started together with its server (CI runs it
+# to keep each kind of run working: the harness's scenarios, a sample, pingpong, a self-timed script
+# and the cold run; its figures judge nothing). The other cases differ from these in flags only.
 #
 # Prints every round, then per case the medians and the ratio rdma-run / C, and last
 #   lat_ratio=  bw_ratio=  pingpong_ratio=  user_lat_ratio=  user_bw_ratio=  user_pingpong_ratio=
@@ -295,11 +296,13 @@ user_pingpong_case() { # SIZE
   run_case "user_pingpong_$size" user_pingpong ibv_rc_pingpong -d "$DEV" -g "$GIDX" -s "$size" -n 20000 \
     -- -d "$DEV" -g "$GIDX" -s "$size" -n 20000
 }
-user_self_cases() { # the sizes and counts are the scripts' own
-  local size=64
-  run_case user_self_lat user_self_lat ib_send_lat -d "$DEV" -x "$GIDX" -s "$size" -n 20000 -F \
+# The sizes and counts are the scripts' own.
+user_self_lat_case() {
+  run_case user_self_lat user_self_lat ib_send_lat -d "$DEV" -x "$GIDX" -s 64 -n 20000 -F \
     -- "$SCENARIOS/self-lat.main.kts"
-  size=65536
+}
+user_self_bw_case() {
+  local size=65536
   run_case user_self_bw user_self_bw ib_write_bw -d "$DEV" -x "$GIDX" -s "$size" -n 5000 -t 16 -F \
     -- "$SCENARIOS/self-bw.main.kts"
 }
@@ -313,11 +316,9 @@ say "perftest-compare on $DEV ($(nproc) vCPUs), $rounds round(s) per case, $(dat
 if ((quick)); then
   lat_case send 64
   bw_case write 65536 1
-  pingpong_case
   user_lat_case 64
-  user_bw_case 65536
   user_pingpong_case 64
-  user_self_cases
+  user_self_lat_case
   cold_lat_case 64
 else
   for op in send write read; do for size in 2 64 4096; do lat_case "$op" "$size"; done; done
@@ -327,7 +328,8 @@ else
   for size in 64 4096; do user_lat_case "$size"; done
   for size in 4096 65536; do user_bw_case "$size"; done
   user_pingpong_case 64
-  user_self_cases
+  user_self_lat_case
+  user_self_bw_case
   cold_lat_case 64
 fi
 summary=""
