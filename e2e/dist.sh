@@ -24,6 +24,16 @@ check bash -c "$(declare -f user); home='$home' tmp='$tmp'; user --version | gre
 label="devices lists soft0"
 out=$(user devices 2>&1) && rc=0 || rc=$?
 check bash -c "[ $rc -eq 0 ] || [ $rc -eq 1 ]; printf '%s' \"\$0\" | grep -q soft0" "$out"
+# The README's install lines as written, with the archive and ~/.local/opt where this run has them.
+label="the README's install lines, as written"
+readme_lines=$(grep -E '^(mkdir -p ~/\.local/opt && tar -xzf rdma-run-|~/\.local/opt/rdma-run-)' "$root/README.md" | sed 's/ *#.*$//')
+[ "$(wc -l <<<"$readme_lines")" -eq 2 ] || { echo "dist.sh: the README's install block is not two lines: $readme_lines" >&2; exit 2; }
+mkdir -p "$tmp/readme/home"
+out=$(cd "$(dirname "$archive")" && env -i PATH=/usr/bin:/bin HOME="$tmp/readme/home" \
+  bash -euc "$(sed "s|~/\.local/opt|$tmp/readme/opt|g; s|rdma-run-[^ ]*-linux-x64\.tar\.gz|$(basename "$archive")|" <<<"$readme_lines")" 2>&1) && rc=0 || rc=$?
+check bash -c "[ $rc -eq 0 ] && printf '%s' \"\$0\" | grep -q 'server and client succeeded'" "$out"
+[ $fail -eq 0 ] || printf '%s\n' "$out" | tail -20 >&2
+rm -rf "$tmp/readme"
 label="the card sample on soft0, both sides"
 out=$(user "$home/samples/card.main.kts" --loopback -d soft0 -n 100 2>&1) && rc=0 || rc=$?
 check bash -c "[ $rc -eq 0 ] && printf '%s' \"\$0\" | grep -q 'loopback on soft0: server and client succeeded'" "$out"

@@ -260,7 +260,8 @@ internal class Session(
             deviceName = Validation.checkDevice(plan, names,
                 attributes = { name -> list.find(name).open().also { context = it }.queryDevice() },
                 port = { context!!.queryPort(settings.port) },
-                missing = list.unavailable().firstOrNull()?.describeInline())
+                missing = list.unavailable().firstOrNull()?.describeInline(),
+                software = list.devices().filter { it.isSoftware() }.map { it.name() })
         }
     }
 

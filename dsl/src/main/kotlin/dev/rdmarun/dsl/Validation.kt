@@ -68,15 +68,24 @@ object Validation {
      * Checks the plan against the devices there are and the chosen device's attributes (and its
      * port's, when known); returns the device name to open: the scenario's, else the first (real
      * devices are listed before the software one). [missing] says why kernel devices may be
-     * missing (no RDMA support, say), for the error that names an unknown device.
+     * missing (no RDMA support, say), for the error that names an unknown device; [software] names
+     * the software providers' devices among [devices], so that on a machine with only those the
+     * error names the way out there (a script that says `device("rxe0")`, run where there is none).
      */
     fun checkDevice(plan: ScenarioPlan, devices: List<String>, attributes: (String) -> DeviceAttributes,
-                    port: ((String) -> PortAttributes)? = null, missing: String? = null): String {
+                    port: ((String) -> PortAttributes)? = null, missing: String? = null,
+                    software: Collection<String> = emptyList()): String {
         val s = plan.settings
         fun fail(msg: String, hint: String? = null): Nothing = throw ScenarioException(msg, hint = hint)
         if (devices.isEmpty()) fail("there are no RDMA devices (load rdma_rxe and add a Soft-RoCE device, or use a machine with an RDMA NIC)")
         val name = s.device ?: devices.first()
-        if (name !in devices) fail("no RDMA device named '$name' (devices: ${devices.joinToString(", ")})", missing)
+        if (name !in devices) {
+            val only = devices.filter { it in software }.takeIf { it.size == devices.size }?.first()
+            fail("no RDMA device named '$name' (devices: ${devices.joinToString(", ")})",
+                if (only == null) missing
+                else "this machine has no RDMA device, only rdma-run's software provider $only: run there with " +
+                    "-d $only (rdma-run) or device(\"$only\")" + (missing?.let { "; why there is no '$name': $it" } ?: ""))
+        }
         val a = attributes(name)
         if (s.port > a.physPortCount) fail("port ${s.port} does not exist on $name, which has ${a.physPortCount} port${if (a.physPortCount == 1) "" else "s"}")
         if (s.qps > a.maxQp) fail("qps(${s.qps}) is outside 1..${a.maxQp}, the QP limit (max_qp) of $name")

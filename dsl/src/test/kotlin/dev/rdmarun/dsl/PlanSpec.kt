@@ -259,6 +259,19 @@ class PlanSpec : FunSpec({
             e.hint shouldBe "mlx5_0: the driver is not loaded"
             e.describe() shouldBe "no RDMA device named 'mlx5_0' (devices: rxe0)\n  hint: mlx5_0: the driver is not loaded"
         }
+        test("where only the software provider is, an unknown device's hint names it as the way out") {
+            val p = checkPlan { device("rxe0"); connect(peer) }
+            val e = shouldThrow<ScenarioException> {
+                Validation.checkDevice(p, listOf("soft0"), { rxe() }, missing = "this kernel has no RDMA support", software = listOf("soft0"))
+            }
+            e.message shouldBe "no RDMA device named 'rxe0' (devices: soft0)"
+            e.hint shouldBe "this machine has no RDMA device, only rdma-run's software provider soft0: run there with " +
+                "-d soft0 (rdma-run) or device(\"soft0\"); why there is no 'rxe0': this kernel has no RDMA support"
+            // With a kernel device too, the hint stays the reason alone: the user may have meant that one.
+            shouldThrow<ScenarioException> {
+                Validation.checkDevice(p, listOf("mlx5_0", "soft0"), { rxe() }, missing = "why", software = listOf("soft0"))
+            }.hint shouldBe "why"
+        }
         test("no devices at all") {
             shouldThrow<ScenarioException> { check(checkPlan { connect(peer) }, emptyList()) }.message shouldStartWith
                 "there are no RDMA devices"

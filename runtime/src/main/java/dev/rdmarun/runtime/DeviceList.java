@@ -60,8 +60,12 @@ public final class DeviceList implements AutoCloseable {
     public Device find(String name) {
         ensureOpen();
         for (Device d : devices) if (d.name().equals(name)) return d;
+        String names = devices.stream().map(Device::name).collect(Collectors.joining(", "));
+        // Where only the software provider is, its name is the way out: say so.
         String known = devices.isEmpty() ? "there are no RDMA devices"
-                : "devices: " + devices.stream().map(Device::name).collect(Collectors.joining(", "));
+                : devices.stream().allMatch(Device::isSoftware)
+                        ? "devices: " + names + ", rdma-run's software provider (-d " + devices.get(0).name() + " runs there)"
+                        : "devices: " + names;
         String why = unavailable.stream().map(VerbsException::describeInline).collect(Collectors.joining("; "));
         throw new VerbsException("no RDMA device named '" + name + "'", why.isEmpty() ? known : known + "; " + why);
     }

@@ -401,11 +401,16 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         lateinit var thread: Thread
     }
 
-    /** The device a scenario that names none runs on, said so that nobody mistakes the emulation for RDMA hardware. */
+    /**
+     * The device a scenario that names none runs on, said so that nobody mistakes the emulation for
+     * RDMA hardware. The script may still name its own (`device("rxe0")`): that is known only once
+     * it runs, so the line says so rather than promise a device.
+     */
     private fun defaultDevice(): String = DeviceList.open().use { list ->
         val d = list.defaultDevice()
-        if (d.isSoftware()) "${d.name()} (rdma-run's software emulation: this machine has no RDMA device)"
-        else "${d.name()} (the first RDMA device)"
+        "the script's device, else " +
+            if (d.isSoftware()) "${d.name()} (rdma-run's software emulation: this machine has no RDMA device)"
+            else "${d.name()} (the first RDMA device)"
     }
 
     private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {

@@ -59,7 +59,7 @@ class CommandsWithoutRdmaSpec : FunSpec({
             val lines = result.stderr.trimEnd().lines()
             lines shouldHaveSize 1
             lines[0] shouldStartWith "rdma-run ${command.substringBefore(' ')}: no RDMA device named 'rxe0'"
-            lines[0] shouldContain "soft0"
+            lines[0] shouldContain "soft0, rdma-run's software provider (-d soft0 runs there)"
             lines[0] shouldContain expected!!
             result.stderr shouldNotContain "\tat "
         }

@@ -2,6 +2,7 @@ package dev.rdmarun.scripts
 
 import com.github.ajalt.clikt.testing.CliktCommandTestResult
 import com.github.ajalt.clikt.testing.test
+import dev.rdmarun.runtime.DeviceList
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.collections.shouldHaveSize
@@ -294,6 +295,19 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldContain "rdma-run params.main.kts (client): no RDMA device named 'nosuch0'"
         // No results, and the document says why.
         ResultsDocument.parse(json.readText()).let { it.runs shouldHaveSize 0; it.error!!.exitStatus shouldBe 1 }
+    }
+
+    test("a script naming a device this machine lacks: both sides name the way out here, and the first line does not promise soft0")
+        .config(enabled = DeviceList.open().use { it.kernelDevices().isEmpty() }) {
+        val named = script("named.main.kts", "import dev.rdmarun.dsl.*\n\nrdma { device(\"rxe0\"); connect(peer); barrier() }\n")
+        val result = run(named.path, "--loopback")
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "loopback: server and client in this JVM on the script's device, else soft0"
+        for (side in listOf("server", "client")) {
+            result.stderr shouldContain "rdma-run named.main.kts ($side): no RDMA device named 'rxe0' (devices: soft0)\n" +
+                "  hint: this machine has no RDMA device, only rdma-run's software provider soft0: run there with -d soft0"
+        }
+        run(named.path, "--loopback", "-d", "soft0").statusCode shouldBe 0
     }
 
     test("--check runs the script up to connect(peer) only: what follows it never runs") {
