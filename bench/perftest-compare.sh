@@ -45,9 +45,10 @@
 #   user_self_bw  bench/scenarios/self-bw.main.kts, 64 KiB WRITEs 16 in flight as a new user
 #       writes them (1,000 warm-up, 5,000 timed): its MB/sec (2^20 bytes/s) against the BW
 #       average of ib_write_bw -s 65536 -n 5000 -t 16.
-#   cold_lat_64  lat.main.kts op=send size=64 iterations=1000 warmup=0 (no warm-up: the run ends
-#       after the first 1,000 exchanges of a fresh JVM; inline as in lat_*): its median one way
-#       against the t_typical of ib_send_lat -s 64 -n 1000.
+#   cold_lat_64  lat.main.kts op=send size=64 iterations=1000 warmup=0 (no warm-up of the loop:
+#       the run ends after the first 1,000 exchanges with the peer, which follow only connect's
+#       pre-flight on two local QPs; inline as in lat_*): its median one way against the t_typical
+#       of ib_send_lat -s 64 -n 1000.
 # --quick: one round of lat_send_64, bw_write_65536_q1, user_lat_64, user_pingpong_64,
 # user_self_lat and cold_lat_64, each rdma-run client started together with its server (CI runs it
 # to keep each kind of run working: the harness's scenarios, a sample, pingpong, a self-timed script

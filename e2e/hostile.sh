@@ -61,7 +61,7 @@ peak_rss_mib() {
 # both run the scenario (the client said so). Sets server_jvm, client_jvm.
 guarded_pair() {
   local port=$1 seconds=$2
-  local args=("$GUARDED" -d soft0 --timeout 30s --set "seconds=$seconds" --set warmup=0) # the attacks, not the warm-up, are tested here
+  local args=("$GUARDED" -d soft0 --timeout 30s --set "seconds=$seconds" --set warmup=0 --set preflight=0) # the attacks, not the warm-up, are tested here
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
   start client "$RDMA_RUN" "${args[@]}" --peer "127.0.0.1:$port"
@@ -138,7 +138,7 @@ case_soft0_flood() {
 # network (the control connection's own listener is bound to 127.0.0.1 and closed once accepted).
 case_loopback_no_listener() {
   local ok=0 jvm seen=
-  start both "$RDMA_RUN" "$GUARDED" --loopback --set seconds=4 --set warmup=0
+  start both "$RDMA_RUN" "$GUARDED" --loopback --set seconds=4 --set warmup=0 --set preflight=0
   wait_log both "running the scenario" || true
   jvm=$(java_pid both)
   for _ in 1 2 3 4 5 6; do
@@ -307,7 +307,7 @@ case_control_replay() {
 # authenticates (the key is derived on both sides, never sent), and the run succeeds.
 case_soft0_observer() {
   local ok=0 jvm p out tried=0
-  local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=6 --token s3cret-observed --set warmup=0)
+  local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=6 --token s3cret-observed --set warmup=0 --set preflight=0)
   start server "$RDMA_RUN" "${args[@]}" --listen 18826
   wait_listen 18826 server || return 1
   start relay "${ATTACKER[@]}" relay 18827 18826 "$case_dir/up.bin" "$case_dir/down.bin" 60
@@ -606,7 +606,7 @@ case_cache_scripts_link() {
 # still gets one (the listener evicts an idle one) and the run succeeds with its data intact.
 case_soft0_flood_first() {
   local port=18828 ok=0 p= _
-  local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=3 --set warmup=0)
+  local args=("$GUARDED" -d soft0 --timeout 30s --set seconds=3 --set warmup=0 --set preflight=0)
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
   server_jvm=$(java_pid server)

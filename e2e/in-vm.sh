@@ -356,7 +356,7 @@ case_script_pingpong_lat() {
 
 case_script_write_bw() {
   local ok=0
-  script_pair write-bw 18643 --set qps=2 --set iterations=400 --set signal=4 --set warmup=0 || ok=1
+  script_pair write-bw 18643 --set qps=2 --set iterations=400 --set signal=4 --set warmup=0 --set preflight=0 || ok=1
   expect_log client "$((2 * 400 * 65536))" || ok=1 # total bytes written: qps x iterations x size
   if ! grep -q "\"bytesSent\": $((2 * 400 * 65536))" "$case_dir/client.json"; then
     why="${why:+$why; }client.json does not have the bytes written"
@@ -386,7 +386,7 @@ case_script_loopback() {
   local ok=0 kts name
   for kts in "$SAMPLES"/*.main.kts; do
     name=$(basename "$kts" .main.kts | tr -c 'A-Za-z0-9_\n' _) # a process name is part of variable names
-    run "$name" "$RDMA_RUN" "$kts" --loopback --debug --set warmup=0 # the warm-up has cases of its own
+    run "$name" "$RDMA_RUN" "$kts" --loopback --debug --set warmup=0 --set preflight=0 # the warm-up has cases of its own
     expect_rc "$name" 0 || ok=1
     expect_log "$name" "compiled script cache hit" || ok=1
     expect_log "$name" "loopback on $DEV: server and client succeeded" || ok=1
@@ -400,7 +400,7 @@ case_script_loopback() {
 case_script_progress() {
   local ok=0
   # script(1) without a terminal of its own gives the pty no size: set one, as a terminal would.
-  run tty script -qefc "stty cols 150 rows 40; exec $RDMA_RUN $SAMPLES/write-bw.main.kts --loopback --set seconds=4 --set warmup=0" /dev/null
+  run tty script -qefc "stty cols 150 rows 40; exec $RDMA_RUN $SAMPLES/write-bw.main.kts --loopback --set seconds=4 --set warmup=0 --set preflight=0" /dev/null
   expect_rc tty 0 || ok=1
   if ! grep -qE $'\r(server|client) [0-9.]+ s: .* out, .* WRs, [0-9]+ msgs' "$case_dir/tty.log"; then
     why="${why:+$why; }no progress line on the terminal"

@@ -18,11 +18,10 @@ import dev.rdmarun.runtime.RtsAttributes
 import dev.rdmarun.runtime.VerbsResource
 import dev.rdmarun.runtime.engine.EngineConfig
 import dev.rdmarun.runtime.engine.QpEngine
-import java.lang.management.ManagementFactory
 import java.security.SecureRandom
 import java.util.EnumSet
 import kotlin.time.Duration
-import kotlin.time.Duration.Companion.milliseconds
+import kotlin.time.Duration.Companion.nanoseconds
 import kotlin.time.Duration.Companion.seconds
 import kotlin.time.toJavaDuration
 import kotlinx.coroutines.CancellationException
@@ -73,20 +72,18 @@ data class PreflightReport(
  * both polled by the scenario's [PollingDispatcher] in its completion mode: one thread drives both
  * QPs (a peer pinned to one CPU would otherwise hand over only at scheduler ticks). Each round is
  * send/receive ping-pong (receive without and with a copy of the payload), an RDMA WRITE stream
- * with awaitCompletion, READs and atomics; rounds go on until the JIT finished no compilation
- * (CompilationMXBean's total compilation time unchanged) during the last two rounds and for
- * [QUIET], at most for [BOUND] or half the scenario's timeout (the peer waits under that timeout
+ * with awaitCompletion, READs and atomics; rounds go on until the JIT is quiet ([JitQuiet]), at most for [BOUND] or half the scenario's timeout (the peer waits under that timeout
  * meanwhile).
  *
  * Its objects are its own (PD, CQs, completion channel, MRs, QPs), none of the scenario's: the
  * scenario's figures include nothing of it, and all of them are closed before [run] returns, on
- * every path (cancellation too). Skipped when the parameter `warmup` is `0` (the cold figure was
- * asked for), and, with one line, when the device cannot connect a QP to another of this process;
+ * every path (cancellation too). Skipped when the parameter `preflight` is `0` (with `warmup=0`,
+ * the figures of a JVM that has run nothing yet), and, with one line, when the device cannot connect a QP to another of this process;
  * its failure is never the scenario's.
  */
 internal object Preflight {
-    /** Rounds end once no compilation finished for this long (and during the last two rounds). */
-    val QUIET: Duration = 500.milliseconds
+    /** Rounds end once no compilation finished for this long (and during the last two rounds): [JitQuiet]'s rule. */
+    val QUIET: Duration = JitQuiet.QUIET_NANOS.nanoseconds
 
     /** The longest a pre-flight runs (besides half the scenario's timeout). */
     val BOUND: Duration = 10.seconds
@@ -94,8 +91,12 @@ internal object Preflight {
     /** Local operations of a whole round (one past the time bound is cut short): see [round]. */
     const val EXCHANGES_PER_ROUND = 1000
 
-    /** Rounds without compilation monitoring (a JVM without a JIT, or one that does not say). */
-    private const val ROUNDS_UNMONITORED = 5
+    /** The parameter `preflight`: `auto` (absent) or `0`; anything else is one sentence, said at connect by both sides. */
+    fun enabled(text: String?): Boolean = when (text?.trim()?.lowercase()) {
+        null, "auto" -> true
+        "0" -> false
+        else -> throw ScenarioException("parameter preflight must be auto or 0 (none), not '${printable(text)}'")
+    }
 
     private const val DRAIN_NANOS = 5_000_000_000L
 
@@ -119,7 +120,7 @@ internal object Preflight {
      */
     suspend fun run(session: Session, polling: PollingDispatcher, context: Context, gidIndex: Int, note: (String) -> Unit): PreflightReport? {
         probe?.starting(session)
-        if (session.parameter(StandardParameters.WARMUP)?.trim() == "0") return null
+        if (!enabled(session.parameter(StandardParameters.PREFLIGHT))) return null
         val s = session.settings
         val bound = minOf(BOUND, s.timeout / 2)
         // The QP drivers answer to a session of their own: its failure is the pre-flight's, never the scenario's,
@@ -236,14 +237,9 @@ internal object Preflight {
         }
 
         suspend fun rounds(bound: Duration, device: String): PreflightReport {
-            val bean = ManagementFactory.getCompilationMXBean()
-            val monitored = bean != null && bean.isCompilationTimeMonitoringSupported
+            val jit = JitQuiet()
             val start = System.nanoTime()
             val end = start + bound.inWholeNanoseconds
-            val quietNanos = QUIET.inWholeNanoseconds
-            var compiled = if (monitored) bean.totalCompilationTime else 0L
-            var changedAt = start
-            var quietRounds = 0
             var rounds = 0
             var quiet = false
             coroutineScope {
@@ -262,24 +258,11 @@ internal object Preflight {
                         round(end)
                         rounds++
                         probe?.roundDone(rounds)
-                        val now = System.nanoTime()
-                        if (!monitored) {
-                            if (rounds >= ROUNDS_UNMONITORED) break
-                        } else {
-                            val total = bean.totalCompilationTime
-                            if (total != compiled) {
-                                compiled = total
-                                changedAt = now
-                                quietRounds = 0
-                            } else {
-                                quietRounds++
-                            }
-                            if (quietRounds >= 2 && now - changedAt >= quietNanos) {
-                                quiet = true
-                                break
-                            }
+                        if (jit.roundEnded()) {
+                            quiet = true
+                            break
                         }
-                        if (now - end >= 0) break
+                        if (System.nanoTime() - end >= 0) break
                     }
                 } finally {
                     finished = true

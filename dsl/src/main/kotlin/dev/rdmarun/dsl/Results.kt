@@ -126,7 +126,7 @@ data class ScenarioResult(
     val fingerprint: String? = null,
     /** What each `repeat { }` and `runFor` did before it measured: the scenario block's first, then by QP. */
     val warmup: List<WarmupSummary> = emptyList(),
-    /** The pre-flight warm-up connect(peer) ran on two local QPs before it met the peer; null when none ran (`--set warmup=0`). */
+    /** The pre-flight warm-up connect(peer) ran on two local QPs before it met the peer; null when none ran (`--set preflight=0`, or the device cannot connect two of its own QPs). */
     val preflight: PreflightReport? = null,
 ) {
     val seconds: Double get() = durationNanos / 1e9

@@ -184,7 +184,9 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         val effective = options.overrides.applyTo(StandardParameters.applyTo(settings, options.parameters, bufferSizeSet))
         settings = effective
         Validation.checkSettings(effective)
-        Warmup.parse(options.parameters[StandardParameters.WARMUP]) // said before any device or peer is touched, by both sides
+        // Said before any device or peer is touched, by both sides.
+        Warmup.parse(options.parameters[StandardParameters.WARMUP])
+        Preflight.enabled(options.parameters[StandardParameters.PREFLIGHT])
         val plan = ScenarioPlan(effective, peer, options.parameters.toSortedMap(), options.scenarioSource?.let { Fingerprint.sha256(it) },
             peerGiven = peer !== PLACEHOLDER_PEER)
         connectedRole = plan.role

@@ -17,11 +17,17 @@ object StandardParameters {
     const val ITERATIONS = "iterations"
 
     /**
-     * The warm-up, left out of every figure: `auto` (default) for connect's pre-flight and the rounds
-     * of `repeat { }` and `runFor` until the JIT is quiet, `0` for none (the cold figure), `N` for N
-     * iterations of each loop.
+     * The warm-up of each loop, left out of every figure: `auto` (default) for rounds of `repeat { }`
+     * and `runFor` until the JIT is quiet, `0` for none (the cold figure: the loop's first iterations,
+     * after connect's pre-flight), `N` for N iterations of each loop.
      */
     const val WARMUP = "warmup"
+
+    /**
+     * connect's pre-flight warm-up on two local QPs, before it meets the peer: `auto` (default) or
+     * `0` for none (with `warmup=0`, the figures of a JVM that has run nothing yet).
+     */
+    const val PREFLIGHT = "preflight"
 
     /** Seconds `repeat { }` runs for instead (`-D`). */
     const val SECONDS = "seconds"

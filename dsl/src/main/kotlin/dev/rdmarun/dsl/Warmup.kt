@@ -1,13 +1,12 @@
 package dev.rdmarun.dsl
 
-import java.lang.management.ManagementFactory
 import java.util.Locale
 import kotlinx.serialization.Serializable
 
 /**
  * What a `repeat { }` or `runFor` did before it measured, as the results show it (table and JSON).
  * [mode] is `auto` (rounds until the JIT was quiet, the default), `fixed` (`--set warmup=N`
- * iterations) or `none` (`--set warmup=0`: the figures include the JIT's warm-up).
+ * iterations) or `none` (`--set warmup=0`: the figures include this loop's JIT warm-up).
  */
 @Serializable
 data class WarmupSummary(
@@ -31,7 +30,7 @@ data class WarmupSummary(
     fun describe(): String {
         val where = if (qp == null) "" else " on QP $qp"
         val what = when (mode) {
-            MODE_NONE -> "none (--set warmup=0): the figures include the JIT's warm-up"
+            MODE_NONE -> "none (--set warmup=0): the figures include this loop's JIT warm-up"
             MODE_FIXED -> "$iterationsPerRound iterations in ${seconds()} (--set warmup=$iterationsPerRound), not watched for the JIT"
             else -> "$rounds rounds of $iterationsPerRound in ${seconds()}, " + if (quiet) {
                 "until no compilation for ${QUIET_NANOS / 1_000_000_000.0} s"
@@ -51,8 +50,8 @@ data class WarmupSummary(
         const val MODE_FIXED = "fixed"
         const val MODE_NONE = "none"
 
-        /** Quiet: no compilation ended for this long and during the last two rounds. */
-        const val QUIET_NANOS = 500_000_000L
+        /** Quiet: [JitQuiet]'s rule. */
+        const val QUIET_NANOS = JitQuiet.QUIET_NANOS
 
         /** The warm-up ends after this long even if the JIT still compiles (under emulation one C2 compilation takes seconds). */
         const val LIMIT_NANOS = 30_000_000_000L
@@ -115,9 +114,9 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
     private var startedAt = 0L
     private var movedAtRoundStart = 0L
     private var takenAtRoundStart = 0L
-    private var compiled = 0L
-    private var compiledAt = 0L
-    private var quietRounds = 0
+    private var jit: JitQuiet? = null
+    /** The JIT's compilation time when the measured iterations began (null: the JVM does not say). */
+    private var compiledAtMeasure: Long? = null
     /** The peer answers this loop without a partner loop: no more agreement. */
     private var alone = false
     private var summary: WarmupSummary? = null
@@ -141,8 +140,7 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
                     else -> {
                         phase = AUTO
                         loop = host.nextLoop()
-                        compiled = Jit.compiledMillis()
-                        compiledAt = now
+                        jit = JitQuiet()
                         movedAtRoundStart = host.messagesMoved()
                         takenAtRoundStart = host.messagesTaken()
                         warmupIterations = roundLength()
@@ -154,15 +152,7 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
             AUTO -> {
                 val h = host!!
                 rounds++
-                val c = Jit.compiledMillis()
-                if (c != compiled) {
-                    compiled = c
-                    compiledAt = now
-                    quietRounds = 0
-                } else {
-                    quietRounds++
-                }
-                val quiet = quietRounds >= 2 && now - compiledAt >= WarmupSummary.QUIET_NANOS
+                val quiet = jit!!.roundEnded()
                 val more = !quiet && now - startedAt < WarmupSummary.LIMIT_NANOS
                 val moved = h.messagesMoved() - movedAtRoundStart
                 // A loop that sends and takes nothing (the design card) would fill the peer's inbox round after
@@ -181,7 +171,8 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
             }
             MEASURED -> {
                 phase = DONE
-                summary?.let { host?.warmedUp(it.copy(compileMillisMeasured = Jit.compiledMillis() - compiled)) }
+                val during = compiledAtMeasure?.let { at -> JitQuiet.totalCompilationMillis()?.minus(at) } ?: -1
+                summary?.let { host?.warmedUp(it.copy(compileMillisMeasured = during)) }
                 return 0
             }
             else -> return 0
@@ -196,7 +187,7 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
             if (mode != WarmupSummary.MODE_NONE) host.startMeasuring()
             summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet, alone = alone)
         }
-        compiled = Jit.compiledMillis()
+        compiledAtMeasure = JitQuiet.totalCompilationMillis()
         val start = System.nanoTime()
         if (durationNanos != null) {
             host?.planned(0, warmupIterations)
@@ -235,14 +226,6 @@ internal class Warmup private constructor(val none: Boolean, val fixed: Long?) {
             }
         }
     }
-}
-
-/** The JIT's total compilation time so far, which grows only when a compilation ends. */
-internal object Jit {
-    private val bean = ManagementFactory.getCompilationMXBean()
-    private val supported = bean != null && bean.isCompilationTimeMonitoringSupported
-
-    fun compiledMillis(): Long = if (supported) bean.totalCompilationTime else 0L
 }
 
 /** The loop of `repeat { }` ([duration] null: the parameter `seconds`, else `iterations`) or of `runFor` ([duration] in nanoseconds). */

@@ -44,11 +44,12 @@ class DeviceScenarioSpec : FunSpec({
 
     for (device in devices) {
         /** Runs the scenario as server and client at once, with [peer] set as a launcher sets it; returns both outcomes. */
-        // warmup=0 unless a case asks for it: the warm-up has cases of its own, and under emulation each
-        // automatic one (and connect's pre-flight) takes up to its bound.
+        // warmup=0 and preflight=0 unless a case asks for them: they have cases of their own, and under
+        // emulation each automatic one takes up to its bound.
         suspend fun pair(parameters: Map<String, String> = emptyMap(), block: suspend ScenarioScope.() -> Unit): Pair<Result<ScenarioResult>, Result<ScenarioResult>> {
             val port = freePort()
-            val given = if (StandardParameters.WARMUP in parameters) parameters else parameters + (StandardParameters.WARMUP to "0")
+            // No warm-up and no pre-flight unless a case is about them: each costs seconds in the VM.
+            val given = mapOf(StandardParameters.WARMUP to "0", StandardParameters.PREFLIGHT to "0") + parameters
             fun options(peer: Peer) = RdmaOptions(parameters = given, overrides = SettingsOverrides(device = device), peer = peer)
             return coroutineScope {
                 val server = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.listen(port)), block) } }
@@ -62,7 +63,7 @@ class DeviceScenarioSpec : FunSpec({
             val monitor = ScenarioMonitor()
             val seen = java.util.Collections.synchronizedList(mutableListOf<Double?>())
             fun options(peer: Peer, monitor: ScenarioMonitor?) =
-                RdmaOptions(parameters = mapOf("iterations" to "4", "warmup" to "0"), overrides = SettingsOverrides(device = device), peer = peer, monitor = monitor)
+                RdmaOptions(parameters = mapOf("iterations" to "4", "warmup" to "0", "preflight" to "0"), overrides = SettingsOverrides(device = device), peer = peer, monitor = monitor)
             val block: suspend ScenarioScope.() -> Unit = {
                 connect(peer)
                 repeat {
@@ -551,7 +552,7 @@ class DeviceScenarioSpec : FunSpec({
                 for (side in listOf(s0.getOrThrow(), c0.getOrThrow())) {
                     side.warmup.single().mode shouldBe WarmupSummary.MODE_NONE
                     side.total.operations shouldBe 100
-                    side.table() shouldContain "warm-up on QP 0: none (--set warmup=0): the figures include the JIT's warm-up"
+                    side.table() shouldContain "warm-up on QP 0: none (--set warmup=0): the figures include this loop's JIT warm-up"
                 }
                 val (s1, c1) = pair(mapOf("iterations" to "100", "warmup" to "250"), block)
                 for (side in listOf(s1.getOrThrow(), c1.getOrThrow())) {
@@ -594,12 +595,14 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
-        test("a bad warmup parameter is one sentence that names it ($device)") {
+        test("a bad warmup or preflight parameter is one sentence that names it ($device)") {
             val (server, client) = pair(mapOf("warmup" to "soon")) { connect(peer); qp(0) { repeat { } } }
             // Each side says it at connect, before it meets the other.
             for (side in listOf(server, client)) {
                 side.exceptionOrNull()!!.message shouldBe "parameter warmup must be auto, 0 (none) or a number of iterations, not 'soon'"
             }
+            val (s2, c2) = pair(mapOf("preflight" to "yes")) { connect(peer) }
+            for (side in listOf(s2, c2)) side.exceptionOrNull()!!.message shouldBe "parameter preflight must be auto or 0 (none), not 'yes'"
         }
 
         test("a failure on one QP ends the others' waits at once, and both sides hear the cause ($device)") {

@@ -91,9 +91,14 @@ class PreflightSpec : FunSpec({
         }
     }
 
-    test("warmup=0 (the cold figure) skips it: nothing is created, no report") {
+    test("warmup=0 (the loop's cold figure) still runs it; preflight=0 skips it: nothing is created, no report") {
         recording { probe ->
             pair(mapOf(StandardParameters.WARMUP to "0")) { connect(peer) }
+            probe.sessions shouldHaveSize 2
+            probe.sessions.forEach { it.preflight.shouldNotBeNull() }
+        }
+        recording { probe ->
+            pair(mapOf(StandardParameters.PREFLIGHT to "0")) { connect(peer) }
             probe.sessions shouldHaveSize 2
             probe.sessions.forEach { it.preflight.shouldBeNull() }
             probe.created.shouldBeEmpty()

@@ -1,7 +1,7 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.dsl.JitQuiet
 import dev.rdmarun.runtime.FabricKey
-import java.lang.management.ManagementFactory
 import java.util.Locale
 import java.util.concurrent.ThreadLocalRandom
 
@@ -10,8 +10,7 @@ import java.util.concurrent.ThreadLocalRandom
  * bytes are ibv_rc_pingpong's), two local QPs made as the real one ([PingpongSetup.create]) on
  * the same device and port are connected to each other, and [PingpongSetup.pingPong], the measured
  * method itself, runs between them as client on one thread and server on the other, in rounds of
- * [ROUND] exchanges, until the JIT is quiet: no compilation ended during the last two rounds and
- * for [QUIET_MS]. Without it the measured loop of a run of a few seconds runs in the interpreter
+ * [ROUND] exchanges, until the JIT is quiet ([JitQuiet], the DSL's warm-ups' rule). Without it the measured loop of a run of a few seconds runs in the interpreter
  * and C1 while C2 compiles it (seconds of the same core under emulation).
  *
  * Bounded at [MAX_MS], half the peer timeout (the peer may be waiting for us meanwhile) and half
@@ -63,14 +62,11 @@ internal class PingpongPreflight(
     }
 
     private fun rounds(client: PingpongQp, server: PingpongQp, stop: Interruption, started: Long, end: Long) {
-        val compilation = ManagementFactory.getCompilationMXBean()?.takeIf { it.isCompilationTimeMonitoringSupported }
         // The real run's limits, so that the warm-up's own failures say the same; a short peer timeout for a loopback.
         val roundLimits = Limits(minOf(limits.peerTimeoutMs, LOOPBACK_TIMEOUT_MS), limits.overallDeadline)
         val deadline = limits.overallDeadline ?: PingpongSetup.noDeadline()
         var rounds = 0
-        var compiled = compilation?.totalCompilationTime ?: 0L
-        var lastCompilation = System.nanoTime()
-        var quietRounds = 0
+        val jit = JitQuiet()
         var why: String
         while (true) {
             val failure = round(client, server, stop, roundLimits, deadline)
@@ -81,20 +77,8 @@ internal class PingpongPreflight(
                 return
             }
             rounds++
-            val total = compilation?.totalCompilationTime ?: 0L
-            if (total != compiled) {
-                compiled = total
-                lastCompilation = now
-                quietRounds = 0
-            } else {
-                quietRounds++
-            }
-            if (compilation == null && rounds >= FIXED_ROUNDS) {
-                why = "a fixed $FIXED_ROUNDS (this JVM does not report compilation times)"
-                break
-            }
-            if (compilation != null && quietRounds >= 2 && (now - lastCompilation) / 1_000_000 >= QUIET_MS) {
-                why = "until no compilation for ${QUIET_MS / 1000.0} s"
+            if (jit.roundEnded()) {
+                why = "until ${jit.rule()}"
                 break
             }
             if (now - end >= 0) {
@@ -137,14 +121,8 @@ internal class PingpongPreflight(
         /** Exchanges per round. */
         const val ROUND = 1000
 
-        /** How long no compilation may have ended before the JIT counts as quiet. */
-        const val QUIET_MS = 500L
-
         /** The longest warm-up. */
         const val MAX_MS = 20_000L
-
-        /** Rounds when the JVM cannot tell compilation times. */
-        const val FIXED_ROUNDS = 10
 
         /** How long a local QP may go without a completion before the warm-up gives up (it is not the peer). */
         const val LOOPBACK_TIMEOUT_MS = 5_000L

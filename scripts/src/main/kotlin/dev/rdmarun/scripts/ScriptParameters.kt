@@ -15,7 +15,7 @@ data class SourceCall(val text: String, val line: Int)
  * What counts: calls `param("NAME", DEFAULT)`, `intParam(...)`, `sizeParam(...)` with a string
  * literal name (outside comments and other strings), the doc being the `//` comment that ends the
  * line; the names the DSL reads itself ([StandardParameters]): `qps`, `depth` and `inline` at
- * every connect, `warmup` always (connect's pre-flight warm-up reads it too), `size` unless the script
+ * every connect, `warmup` and `preflight` always, `size` unless the script
  * calls `bufferSize(`, `iterations` and `seconds` when it uses `repeat { }`. A reader called with a name that is not a literal makes the list
  * [incomplete]: the check is then skipped.
  */
@@ -52,7 +52,8 @@ class ScriptParameters private constructor(
             StandardParameters.SIZE to ("4096" to "buffer size, the size send() and write() move (-s; 4K, 1M)"),
             StandardParameters.ITERATIONS to ("1000" to "rounds of repeat { } (-n)"),
             StandardParameters.SECONDS to ("" to "run repeat { } for this many seconds instead (-D)"),
-            StandardParameters.WARMUP to ("auto" to "auto: warm up until the JIT is quiet (connect's pre-flight, repeat { } and runFor's rounds); 0: none, the cold figure; N: N iterations"),
+            StandardParameters.WARMUP to ("auto" to "auto: warm-up rounds of repeat { } and runFor until the JIT is quiet; 0: none, the cold figure; N: N iterations"),
+            StandardParameters.PREFLIGHT to ("auto" to "auto: connect's pre-flight warm-up on two local QPs; 0: none (with warmup=0, a JVM that has run nothing yet)"),
         )
 
         fun of(source: String): ScriptParameters {
@@ -76,6 +77,7 @@ class ScriptParameters private constructor(
             }
             StandardParameters.READ_AT_CONNECT.forEach(::standard)
             standard(StandardParameters.WARMUP)
+            standard(StandardParameters.PREFLIGHT)
             if (!BUFFER_SIZE_CALL.containsMatchIn(code)) standard(StandardParameters.SIZE)
             if (REPEAT_BLOCK.containsMatchIn(code)) {
                 standard(StandardParameters.ITERATIONS)
