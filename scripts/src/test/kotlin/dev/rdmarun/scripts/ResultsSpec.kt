@@ -3,6 +3,7 @@ package dev.rdmarun.scripts
 import com.github.ajalt.clikt.testing.CliktCommandTestResult
 import com.github.ajalt.clikt.testing.test
 import dev.rdmarun.dsl.LatencySummary
+import io.kotest.assertions.withClue
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.collections.shouldHaveSize
@@ -192,5 +193,34 @@ class ResultsSpec : FunSpec({
         val client = ResultsDocument.parse(result.stdout).runs.single { it.role == "client" }
         val latency = client.end.total.latency.shouldNotBeNull()
         LatencySummary.decode(latency.histogram.shouldNotBeNull()).totalCount shouldBe latency.count
+    }
+
+    test("the document's fields are docs/results-json.md's, table by table") {
+        // The documented names per table ("## `runs[].end`" -> end), and those that may be absent.
+        val doc = File("../docs/results-json.md").readText()
+        val tables = doc.split(Regex("(?m)^## ")).drop(1).associate { section ->
+            val title = section.lineSequence().first().trim().trim('`')
+            val rows = Regex("(?m)^\\| `([A-Za-z0-9.]+)` \\| ([^|]*) \\|").findAll(section).map { it.groupValues[1] to it.groupValues[2] }.toList()
+            title to rows
+        }
+        fun names(obj: kotlinx.serialization.json.JsonObject, documented: List<Pair<String, String>>): Set<String> =
+            obj.flatMap { (k, v) ->
+                // A documented dotted name (script.path) stands for a nested object's fields.
+                if (documented.none { it.first == k } && documented.any { it.first.startsWith("$k.") }) v.jsonObject.keys.map { "$k.$it" }
+                else listOf(k)
+            }.toSet()
+        val result = run(echo.path, "--loopback", "-d", "soft0", "-n", "3", "--json", "-")
+        result.statusCode shouldBe 0
+        val json = Json.parseToJsonElement(result.stdout).jsonObject
+        val run0 = json.getValue("runs").let { it as kotlinx.serialization.json.JsonArray }.first().jsonObject
+        val levels = mapOf("Top level" to json, "start" to json.getValue("start").jsonObject, "runs[]" to run0,
+            "runs[].end" to run0.getValue("end").jsonObject)
+        for ((title, obj) in levels) {
+            val documented = tables[title].shouldNotBeNull()
+            val present = names(obj, documented)
+            withClue("undocumented fields of $title") { (present - documented.map { it.first }.toSet()) shouldBe emptySet() }
+            val required = documented.filter { "absent" !in it.second }.map { it.first }.toSet()
+            withClue("documented fields of $title missing") { (required - present) shouldBe emptySet() }
+        }
     }
 })
