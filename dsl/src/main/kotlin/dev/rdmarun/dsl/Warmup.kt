@@ -1,5 +1,6 @@
 package dev.rdmarun.dsl
 
+import java.lang.management.ManagementFactory
 import java.util.Locale
 import kotlinx.serialization.Serializable
 
@@ -25,6 +26,11 @@ data class WarmupSummary(
     val compileMillisMeasured: Long = -1,
     /** Auto only: the peer answered this loop's messages without a partner loop, so the rounds were not agreed. */
     val alone: Boolean = false,
+    /**
+     * The JVM's uptime when the measured iterations began, in milliseconds: the time from start to
+     * steady state (JVM start, script, connect and its pre-flight, this warm-up); -1 when unknown.
+     */
+    val jvmUptimeMillis: Long = -1,
 ) {
     /** One line: "warm-up on QP 0: 7 rounds of 1000 in 2.3 s, until no compilation for 0.5 s". */
     fun describe(): String {
@@ -40,7 +46,8 @@ data class WarmupSummary(
         }
         val unpaired = if (alone) " (the peer answered without a repeat { } of its own: rounds not agreed)" else ""
         val during = if (compileMillisMeasured >= 0) "; the JIT compiled for $compileMillisMeasured ms during the measurement" else ""
-        return "warm-up$where: $what$unpaired$during"
+        val since = if (jvmUptimeMillis >= 0) String.format(Locale.ROOT, "; measured from %.1f s after the JVM started", jvmUptimeMillis / 1e3) else ""
+        return "warm-up$where: $what$unpaired$since$during"
     }
 
     private fun seconds() = String.format(Locale.ROOT, "%.1f s", nanos / 1e9)
@@ -185,7 +192,8 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
         phase = MEASURED
         if (host != null) {
             if (mode != WarmupSummary.MODE_NONE) host.startMeasuring()
-            summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet, alone = alone)
+            summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet, alone = alone,
+                jvmUptimeMillis = ManagementFactory.getRuntimeMXBean().uptime)
         }
         compiledAtMeasure = JitQuiet.totalCompilationMillis()
         val start = System.nanoTime()
