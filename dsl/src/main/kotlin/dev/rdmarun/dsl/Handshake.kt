@@ -120,11 +120,13 @@ data class Round(val qp: Int?, val loop: Int, val round: Int, val more: Boolean,
  * Phase 1: this side's scenario ended and its work completed, after posting [messagesSent]
  * messages (sends and writeWithImm, which each take a receive at the peer) on each QP; phase 2:
  * it stopped returning credits. The counts let the peer wait for exactly those arrivals, and no
- * longer, before it counts what arrived.
+ * longer, before it counts what arrived. [latency]: this side measured a `measure` or
+ * `measureRoundTrip` section, which makes the scenario a latency test on both sides
+ * ([ScenarioResult.latencyTest]).
  */
 @Serializable
 @SerialName("done")
-data class Done(val phase: Int, val messagesSent: List<Long> = emptyList()) : Frame() {
+data class Done(val phase: Int, val messagesSent: List<Long> = emptyList(), val latency: Boolean = false) : Frame() {
     /** The same phase (the counts aside). */
     fun isPhase(p: Int) = phase == p
 }
@@ -162,9 +164,10 @@ data class Failure(val message: String) : Frame()
 object Handshake {
     /**
      * Version of the control protocol (frames and their fields); 4: proofs of the secret and the
-     * plan instead of showing the fingerprint, soft0's fabric key derived on both sides.
+     * plan instead of showing the fingerprint, soft0's fabric key derived on both sides; 5: the
+     * done frame says whether its side measured a latency section.
      */
-    const val VERSION = 4
+    const val VERSION = 5
 
     /** Bytes of an [Intro.nonce]. */
     const val NONCE_BYTES = 32

@@ -74,7 +74,12 @@ data class TrafficResult(
     val latency: LatencySummary?,
 )
 
-/** One QP's connection as the header of the results shows it (perftest's local and remote address lines). */
+/**
+ * One QP's connection as the banner of the results shows it (perftest's local and remote address
+ * lines): QPN, PSN and LID of each end, and the data region (the first buffer's address and rkey)
+ * each end registered. The LIDs, rkeys and addresses are absent (0, null) in documents written before
+ * they were recorded.
+ */
 @Serializable
 data class QpConnection(
     val index: Int,
@@ -83,9 +88,21 @@ data class QpConnection(
     val localPsn: Int,
     val remotePsn: Int,
     val remoteGid: String,
+    val localLid: Int = 0,
+    val remoteLid: Int = 0,
+    /** The rkey of this side's data region (unsigned 32 bits). */
+    val localRkey: Long? = null,
+    val remoteRkey: Long? = null,
+    /** The virtual address of this side's data region. */
+    val localAddress: Long? = null,
+    val remoteAddress: Long? = null,
 )
 
-/** The device, port and QPs a scenario ran on, for the header of its results (perftest's) and the JSON. */
+/**
+ * The device, port and QPs a scenario ran on, and the settings perftest's banner shows, for the
+ * banner of its results and the JSON. [sendDepth], [signalEvery] and [inlineThreshold] (perftest's
+ * TX depth, CQ moderation and max inline data) are null in documents written before they were recorded.
+ */
 @Serializable
 data class ConnectionInfo(
     val device: String,
@@ -101,6 +118,9 @@ data class ConnectionInfo(
     val gid: String,
     val transport: String = "RC",
     val qps: List<QpConnection>,
+    val sendDepth: Int? = null,
+    val signalEvery: Int? = null,
+    val inlineThreshold: Int? = null,
 )
 
 /**
@@ -128,6 +148,8 @@ data class ScenarioResult(
     val warmup: List<WarmupSummary> = emptyList(),
     /** The pre-flight warm-up connect(peer) ran on two local QPs before it met the peer; null when none ran (`--set preflight=0`, or the device cannot connect two of its own QPs). */
     val preflight: PreflightReport? = null,
+    /** The peer measured a `measure` or `measureRoundTrip` section (its end-of-scenario frame says so): see [latencyTest]. */
+    val peerMeasuredLatency: Boolean = false,
 ) {
     val seconds: Double get() = durationNanos / 1e9
 
@@ -139,6 +161,10 @@ data class ScenarioResult(
             val none = List(qps) { QpCounters() }
             return QpCounters.result(role, device, 0, none)
         }
+
+        /** The header of rdma-run's own latency lines (after perftest's block): a label, then perftest's figures. */
+        val OWN_LATENCY_HEADER: String = String.format(Locale.ROOT, OWN_LAT_ROW, "latency", "#bytes", "#samples", "t_min[usec]", "t_max[usec]",
+            "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99%[usec]", "99.9%[usec]")
     }
 
     /** This side's average rate in bytes per second, in the direction that moved more bytes (perftest reports one direction). */
@@ -153,68 +179,201 @@ data class ScenarioResult(
         }
 
     /**
-     * perftest-style, in four parts: a header (side, device, firmware, port, link layer,
-     * transport, QPs, MTU, GID index, then each QP's local and remote QPN, PSN and GID, as
-     * perftest prints its address lines); rdma-run's per-QP traffic table; perftest's bandwidth
-     * line (`#bytes #iterations BW peak BW average MsgRate`, for the direction that moved more bytes); and perftest's latency line for the
-     * work-request latency and each `measure` section (`t_min t_max t_typical t_avg t_stdev 99%
-     * 99.9%`, microseconds). Bandwidth in MB/s (2^20 bytes, as perftest) or, with [gbits], Gb/s;
-     * [peakBytesPerSecond] is the best interval's rate when the launcher sampled intervals.
+     * Whether these are a latency test's results or a bandwidth test's, as perftest's tools are one
+     * or the other. The rule: a scenario in which either side measured a latency section
+     * (`measure(name) { }` or `measureRoundTrip(name) { }`) is a latency test, since the sections
+     * are what it set out to measure and its traffic is only the means; a scenario that measured
+     * none is a bandwidth test. The peer's sections count too ([peerMeasuredLatency]), so that the
+     * side of a ping-pong that only answers is not taken for a bandwidth test. A latency test prints
+     * perftest's latency block and no bandwidth block; a bandwidth test the bandwidth block only.
+     */
+    val latencyTest: Boolean get() = sections.isNotEmpty() || peerMeasuredLatency
+
+    /** perftest's `#iterations` of a bandwidth test: the measured work requests this side posted, of any kind; a side that posted none (a SEND test's receiver) counts the messages it received. */
+    val perftestIterations: Long get() = if (total.operations > 0) total.operations else total.messagesReceived
+
+    /** The section perftest's latency block shows: the first by name (as `--histogram`); null when this side measured none. */
+    val leadingSection: Pair<String, LatencySummary>? get() = sections.toSortedMap().entries.firstOrNull()?.toPair()
+
+    /**
+     * The results, perftest's parts first, so that a parser of perftest's output reads them (it keys
+     * on the result header, ` #bytes #iterations ...`, and reads the rows under it):
+     *
+     * 1. `client on DEV: N QPs, S s` (rdma-run's);
+     * 2. [perftestBanner]: the dashed line, the test line ([title], rdma-run's name of the test: the
+     *    launcher gives the script's file name; `Latency Test` or `BW Test` by [latencyTest]),
+     *    perftest's `key : value` lines that rdma-run knows, then per QP the local and, after them,
+     *    the remote `address:` lines (LID, QPN, PSN, RKey, VAddr), each with its `GID:` line;
+     * 3. perftest's result block between dashed lines: for a latency test, the latency header and
+     *    one row ([leadingSection]: for a `measureRoundTrip` section, one way, half the round trip,
+     *    as ib_send_lat reports; `#iterations` is the number of measured samples, warm-ups left out);
+     *    for a bandwidth test, the bandwidth header and row (the direction that moved more bytes;
+     *    peak and average in MB/sec, 2^20 bytes, or with [gbits] Gb/sec; the peak is
+     *    [peakBytesPerSecond], the best interval the launcher sampled, or 0.00 without one, as
+     *    perftest's `--noPeak` prints). The side of a latency test that measured no section has no
+     *    block (perftest's reader then finds none on it, rightly);
+     * 4. rdma-run's own lines ([ownLines]), after perftest's closing dashed line, where a perftest
+     *    parser does not look, and a last dashed line.
+     *
+     * Every rate in it is in the one unit [gbits] chooses.
      */
     @JvmOverloads
-    fun table(gbits: Boolean = false, peakBytesPerSecond: Double? = null): String = buildString {
-        val header = String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
-            "BW out[Gb/s]", "BW in[Gb/s]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]")
-        val rule = "-".repeat(header.length)
-        appendLine(String.format(Locale.ROOT, "%s on %s: %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds))
-        connection?.let { c ->
-            appendLine(String.format(Locale.ROOT, " Device: %s%s, firmware %s, port %d, link %s, transport %s, MTU %d, GID index %d",
-                c.device, if (c.software) " (software)" else "", c.firmware.ifEmpty { "-" }, c.port, c.linkLayer, c.transport, c.mtu, c.gidIndex))
-            for (q in c.qps) {
-                appendLine(String.format(Locale.ROOT, " local address:  QP %d QPN 0x%06x PSN 0x%06x GID %s", q.index, q.localQpn, q.localPsn, c.gid))
-                appendLine(String.format(Locale.ROOT, " remote address: QP %d QPN 0x%06x PSN 0x%06x GID %s", q.index, q.remoteQpn, q.remotePsn, q.remoteGid))
-            }
+    fun table(gbits: Boolean = false, peakBytesPerSecond: Double? = null, title: String? = null): String = buildString {
+        appendLine(sideLine())
+        appendLine(perftestBanner(title))
+        perftestHeader(gbits)?.let { header ->
+            appendLine(header)
+            perftestRow(gbits, peakBytesPerSecond)?.let { appendLine(it) }
+            appendLine(PerftestFormat.RULE)
         }
-        appendLine(rule)
-        appendLine(header)
+        for (line in ownLines(gbits)) appendLine(line)
+        append(PerftestFormat.RULE)
+    }
+
+    /** `client on soft0: 1 QP, 0.184 s`: the side, device, QPs and the measured time. */
+    fun sideLine(): String =
+        String.format(Locale.ROOT, "%s on %s: %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds)
+
+    /**
+     * perftest's banner: the dashed line, the test line, the `key : value` lines rdma-run knows
+     * (Dual-port OFF, Device, Number of qps, Transport type IB: RC QPs of InfiniBand, RoCE or
+     * soft0's RoCE emulation; Connection type RC, Using SRQ OFF, TX depth: `sendDepth`, CQ
+     * Moderation: `signalEvery`, Mtu: the path MTU, Link type, GID index, Max inline data:
+     * `inlineThreshold`, rdma_cm QPs OFF, Data ex. method Ethernet: the TCP control connection),
+     * the dashed line; then the QPs' address and GID lines and a dashed line. Without a connection
+     * (`--check`), only what is known.
+     */
+    fun perftestBanner(title: String? = null): String = buildString {
+        val c = connection
+        appendLine(PerftestFormat.RULE)
+        appendLine(PerftestFormat.titleLine(title ?: "rdma-run", latencyTest))
+        appendLine(PerftestFormat.pairs("Dual-port", "OFF", "Device", c?.device ?: device))
+        appendLine(PerftestFormat.pairs("Number of qps", qps.size, "Transport type", "IB"))
+        appendLine(PerftestFormat.pairs("Connection type", c?.transport ?: "RC", "Using SRQ", "OFF"))
+        c?.sendDepth?.let { appendLine(PerftestFormat.pair("TX depth", it)) }
+        c?.signalEvery?.let { appendLine(PerftestFormat.pair("CQ Moderation", it)) }
+        if (c != null) {
+            appendLine(PerftestFormat.pair("Mtu", "${c.mtu}[B]"))
+            appendLine(PerftestFormat.pair("Link type", if (c.linkLayer == "Ethernet") "Ethernet" else "IB"))
+            appendLine(PerftestFormat.pair("GID index", c.gidIndex))
+        }
+        c?.inlineThreshold?.let { appendLine(PerftestFormat.pair("Max inline data", "$it[B]")) }
+        appendLine(" rdma_cm QPs\t : OFF")
+        appendLine(PerftestFormat.pair("Data ex. method", "Ethernet"))
+        append(PerftestFormat.RULE)
+        if (c != null && c.qps.isNotEmpty()) {
+            appendLine()
+            for (q in c.qps) {
+                appendLine(PerftestFormat.address("local", q.localLid, q.localQpn, q.localPsn, q.localRkey, q.localAddress))
+                appendLine(PerftestFormat.gidLine(c.gid))
+            }
+            for (q in c.qps) {
+                appendLine(PerftestFormat.address("remote", q.remoteLid, q.remoteQpn, q.remotePsn, q.remoteRkey, q.remoteAddress))
+                appendLine(PerftestFormat.gidLine(q.remoteGid))
+            }
+            append(PerftestFormat.RULE)
+        }
+    }
+
+    /** perftest's header of this side's result block, or null when it has none (the side of a latency test that measured no section). */
+    fun perftestHeader(gbits: Boolean = false): String? = when {
+        !latencyTest -> PerftestFormat.bandwidthHeader(gbits)
+        sections.isNotEmpty() -> PerftestFormat.LATENCY_HEADER
+        else -> null
+    }
+
+    /** The row under [perftestHeader] (see [table]), or null with it. */
+    @JvmOverloads
+    fun perftestRow(gbits: Boolean = false, peakBytesPerSecond: Double? = null): String? {
+        if (!latencyTest) {
+            val average = bytesPerSecond
+            val peak = peakBytesPerSecond?.let { PerftestFormat.rate(maxOf(it, average), gbits) } ?: 0.0
+            return PerftestFormat.bandwidthRow(averageMessageSize, perftestIterations, peak, PerftestFormat.rate(average, gbits), total.mpps, gbits)
+        }
+        val (_, l) = leadingSection ?: return null
+        val d = if (l.roundTrip) 2000.0 else 1000.0
+        return PerftestFormat.latencyRow(averageMessageSize, l.count, l.minNanos / d, l.maxNanos / d, l.p50Nanos / d,
+            l.meanNanos / d, l.stdevNanos / d, l.p99Nanos / d, l.p999Nanos / d)
+    }
+
+    /**
+     * rdma-run's own lines, after perftest's block: what the block shows (for a latency test), the
+     * device line, the per-QP traffic table (bytes, work requests, messages, rates in the run's
+     * unit, work-request latency), messages no receive() took, the latencies perftest's block does
+     * not show ([ownLatencyRows] under [OWN_LATENCY_HEADER]), then the pre-flight and warm-up lines.
+     */
+    fun ownLines(gbits: Boolean = false): List<String> = buildList {
+        latencyNote()?.let { add(it) }
+        connection?.let { c ->
+            add(String.format(Locale.ROOT, " Device: %s%s, firmware %s, port %d, link %s, transport %s, MTU %d, GID index %d",
+                c.device, if (c.software) " (software)" else "", c.firmware.ifEmpty { "-" }, c.port, c.linkLayer, c.transport, c.mtu, c.gidIndex))
+        }
+        addAll(trafficLines(gbits))
+        val latencies = ownLatencyRows()
+        if (latencies.isNotEmpty()) {
+            add(OWN_LATENCY_HEADER)
+            addAll(latencies)
+        }
+        addAll(notes().map { " $it" })
+    }
+
+    /** For a latency test, the line that says which latency perftest's block shows (or that this side has none); null for a bandwidth test. */
+    fun latencyNote(): String? {
+        if (!latencyTest) return null
+        val lead = leadingSection
+        return when {
+            lead == null -> " no latency section on this side: the ${role.other.label}'s results have the latency"
+            lead.second.roundTrip -> " the latency above: ${lead.first}, one way (half the round trip, as perftest); rdma-run's figures follow"
+            else -> " the latency above: ${lead.first}; rdma-run's figures follow"
+        }
+    }
+
+    /** rdma-run's per-QP traffic table (one row per QP when there are several, then the total), rates in MB/sec or, with [gbits], Gb/sec. */
+    fun trafficLines(gbits: Boolean = false): List<String> = buildList {
+        val unit = PerftestFormat.unit(gbits)
+        add(String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
+            "BW out[$unit]", "BW in[$unit]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]"))
+        fun rate(bytes: Long) = if (seconds > 0) PerftestFormat.rate(bytes / seconds, gbits) else 0.0
         for (t in (if (qps.size > 1) qps else emptyList()) + total) {
             val latency = t.latency?.let { "${us(it.p50Nanos)}/${us(it.p99Nanos)}/${us(it.maxNanos)}" } ?: "-"
-            appendLine(String.format(Locale.ROOT, TABLE_ROW, t.qp?.toString() ?: "total", t.bytesSent, t.bytesReceived,
-                t.operations, t.messagesReceived, fixed(t.sentGbps, 3), fixed(t.receivedGbps, 3), fixed(t.mpps, 6), latency))
+            add(String.format(Locale.ROOT, TABLE_ROW, t.qp?.toString() ?: "total", t.bytesSent, t.bytesReceived,
+                t.operations, t.messagesReceived, fixed(rate(t.bytesSent), 3), fixed(rate(t.bytesReceived), 3), fixed(t.mpps, 6), latency))
         }
         if (total.messagesNotReceived > 0) {
-            appendLine(" ${total.messagesNotReceived} message${if (total.messagesNotReceived == 1L) "" else "s"} arrived that no receive() took")
+            add(" ${total.messagesNotReceived} message${if (total.messagesNotReceived == 1L) "" else "s"} arrived that no receive() took")
         }
-        appendLine(rule)
-        val unit = if (gbits) "Gb/sec" else "MB/sec"
-        fun rate(bytesPerSecond: Double) = if (gbits) fixed(bytesPerSecond * 8 / 1e9, 2) else fixed(bytesPerSecond / (1 shl 20), 2)
-        // perftest's #iterations: the work requests the test posted and measured, whatever their
-        // kind (READ and atomics bring bytes in); only a side that posted none (a SEND test's
-        // receiver) counts the messages it received.
-        val iterations = if (total.operations > 0) total.operations else total.messagesReceived
-        val average = bytesPerSecond
-        appendLine(String.format(Locale.ROOT, PERF_BW_ROW, "#bytes", "#iterations", "BW peak[$unit]", "BW average[$unit]", "MsgRate[Mpps]"))
-        appendLine(String.format(Locale.ROOT, PERF_BW_ROW, averageMessageSize, iterations,
-            peakBytesPerSecond?.let { rate(maxOf(it, average)) } ?: "-", rate(average), fixed(total.mpps, 6)))
-        val latencies = listOfNotNull(total.latency?.let { "work requests" to it }) + sections.toSortedMap().toList()
-        if (latencies.isNotEmpty()) {
-            appendLine(String.format(Locale.ROOT, PERF_LAT_ROW, "latency", "#bytes", "#iterations", "t_min[usec]", "t_max[usec]",
-                "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99%[usec]", "99.9%[usec]"))
-            for ((name, l) in latencies) {
-                fun row(label: String, d: Double) = appendLine(String.format(Locale.ROOT, PERF_LAT_ROW, label, averageMessageSize, l.count,
-                    fixed(l.minNanos / d / 1000, 2), fixed(l.maxNanos / d / 1000, 2), fixed(l.p50Nanos / d / 1000, 2),
-                    fixed(l.meanNanos / d / 1000, 2), fixed(l.stdevNanos / d / 1000, 2), fixed(l.p99Nanos / d / 1000, 2),
-                    fixed(l.p999Nanos / d / 1000, 2)))
-                if (l.roundTrip) {
-                    row("$name one way", 2.0)
-                    row("$name RTT", 1.0)
-                } else row(name, 1.0)
+    }
+
+    /**
+     * The latencies perftest's block does not show, labelled, in microseconds: the round trip of
+     * the block's section (when it is a `measureRoundTrip` one), every other section (one way and
+     * round trip for a `measureRoundTrip` one), then the work requests' post-to-completion latency
+     * (`#samples`: the signaled work requests it timed).
+     */
+    fun ownLatencyRows(): List<String> = ownLatencies().map { it.second }
+
+    /** [ownLatencyRows] with their labels (`rtt RTT`, `work requests`). */
+    fun ownLatencies(): List<Pair<String, String>> = buildList {
+        val lead = if (latencyTest) leadingSection?.first else null
+        fun row(label: String, l: LatencySummary, d: Double) = add(label to String.format(Locale.ROOT, OWN_LAT_ROW, label, averageMessageSize, l.count,
+            fixed(l.minNanos / d / 1000, 2), fixed(l.maxNanos / d / 1000, 2), fixed(l.p50Nanos / d / 1000, 2),
+            fixed(l.meanNanos / d / 1000, 2), fixed(l.stdevNanos / d / 1000, 2), fixed(l.p99Nanos / d / 1000, 2),
+            fixed(l.p999Nanos / d / 1000, 2)))
+        for ((name, l) in sections.toSortedMap()) {
+            when {
+                l.roundTrip -> {
+                    if (name != lead) row("$name one way", l, 2.0)
+                    row("$name RTT", l, 1.0)
+                }
+                name != lead -> row(name, l, 1.0)
             }
         }
-        preflight?.let { appendLine(" ${it.describe()} (before connecting; in no figure)") }
-        for (w in warmupLines()) appendLine(" $w")
-        append(rule)
+        total.latency?.let { row("work requests", it, 1.0) }
     }
+
+    /** The pre-flight line and the warm-up lines, without indentation. */
+    fun notes(): List<String> =
+        listOfNotNull(preflight?.let { "${it.describe()} (before connecting; in no figure)" }) + warmupLines()
 
     /** The warm-up lines of [table]: one per loop, or one and a count when several QPs' loops did the same. */
     fun warmupLines(): List<String> {
@@ -224,9 +383,8 @@ data class ScenarioResult(
     }
 }
 
-private const val PERF_BW_ROW = " %-10s %-12s %-20s %-22s %s"
-private const val PERF_LAT_ROW = " %-14s %-8s %-12s %-12s %-12s %-16s %-12s %-14s %-10s %s"
-private const val TABLE_ROW = " %-5s %14s %14s %11s %10s %13s %12s %14s  %s"
+private const val OWN_LAT_ROW = " %-14s %-8s %-12s %-12s %-12s %-16s %-12s %-14s %-10s %s"
+private const val TABLE_ROW = " %-5s %14s %14s %11s %10s %15s %14s %14s  %s"
 
 private fun us(ns: Long): String = fixed(ns / 1000.0, 2)
 

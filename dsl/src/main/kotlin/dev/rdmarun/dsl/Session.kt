@@ -374,8 +374,15 @@ internal class Session(
             gid = endpoints.firstOrNull()?.gid()?.toString() ?: "",
             qps = drivers.map { d ->
                 val r = remote.qps[d.index]
-                QpConnection(d.index, d.engine.queuePair().qpNum(), r.qpn, psns[d.index], r.psn, Gid.parseHex(r.gid).toString())
+                val data = d.engine.dataRegion()
+                QpConnection(d.index, d.engine.queuePair().qpNum(), r.qpn, psns[d.index], r.psn, Gid.parseHex(r.gid).toString(),
+                    localLid = endpoints[d.index].lid(), remoteLid = r.lid,
+                    localRkey = data.rkey().toLong() and 0xFFFF_FFFFL, remoteRkey = r.buffer.rkey.toLong() and 0xFFFF_FFFFL,
+                    localAddress = data.address(), remoteAddress = r.buffer.addr)
             },
+            sendDepth = settings.sendDepth,
+            signalEvery = settings.signalEvery,
+            inlineThreshold = settings.inlineThreshold,
         )
     }
 
@@ -703,7 +710,7 @@ internal class Session(
     suspend fun finish(): ScenarioResult {
         for (d in drivers) d.awaitEverything()
         drivers.forEach { it.engine.finishReceiving() }
-        sendControl(Done(1, drivers.map { it.engine.stats().messagesSent() }))
+        sendControl(Done(1, drivers.map { it.engine.stats().messagesSent() }, latency = drivers.any { it.counters.sections.isNotEmpty() }))
         polling.relax() // nothing more to post here: stop spinning a core the peer (and the device) may need
         val peerDone = awaitControl(Done(1), "the end of its scenario") as Done
         // Both sides' work is complete, so every message is in a completion queue or on its way
@@ -717,7 +724,8 @@ internal class Session(
         sendControl(Done(2))
         awaitControl(Done(2), "its final frame")
         return QpCounters.result(role, deviceName, end - (measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos), drivers.map { it.counters })
-            .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint, warmup = warmups.sortedWith(compareBy(nullsFirst()) { it.qp }), preflight = preflight)
+            .copy(connection = connection, parameters = plan.parameters, fingerprint = plan.fingerprint, warmup = warmups.sortedWith(compareBy(nullsFirst()) { it.qp }), preflight = preflight,
+                peerMeasuredLatency = peerDone.latency)
     }
 
     /** The peer's per-QP message counts, checked against what can be true before any wait relies on them. */

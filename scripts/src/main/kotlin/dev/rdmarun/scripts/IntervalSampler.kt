@@ -19,6 +19,8 @@ internal class IntervalSampler(
     private val label: String,
     private val intervalSeconds: Double?,
     private val print: ((String) -> Unit)?,
+    /** `--report_gbits`: the lines give Gb/sec instead of MB/sec (the run's one unit). */
+    private val gbits: Boolean = false,
 ) : AutoCloseable {
     private val lock = Any()
     private val intervals = ArrayList<IntervalRecord>()
@@ -143,8 +145,9 @@ internal class IntervalSampler(
         )
     }
 
-    private fun line(r: IntervalRecord) = String.format(Locale.ROOT, "[%s] %7.2f-%-7.2f s  %12d bytes out  %12d bytes in  %10.2f MB/sec  %8.4f Mpps",
-        label, r.startSeconds, r.endSeconds, r.bytesSent, r.bytesReceived, r.bwMBps, r.msgRateMpps)
+    private fun line(r: IntervalRecord) = String.format(Locale.ROOT, "[%s] %7.2f-%-7.2f s  %12d bytes out  %12d bytes in  %10.2f %s  %8.4f Mpps",
+        label, r.startSeconds, r.endSeconds, r.bytesSent, r.bytesReceived, if (gbits) r.bwGbps else r.bwMBps, if (gbits) "Gb/sec" else "MB/sec",
+        r.msgRateMpps)
 
     private fun busier(to: LiveTotals, from: LiveTotals): Double =
         maxOf(to.bytesSent - from.bytesSent, to.bytesReceived - from.bytesReceived).toDouble()

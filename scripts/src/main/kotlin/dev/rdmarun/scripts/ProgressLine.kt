@@ -2,6 +2,7 @@ package dev.rdmarun.scripts
 
 import com.github.ajalt.mordant.terminal.Terminal
 import dev.rdmarun.dsl.LiveTotals
+import dev.rdmarun.dsl.PerftestFormat
 import dev.rdmarun.dsl.ScenarioMonitor
 import java.util.Locale
 
@@ -16,6 +17,8 @@ internal class ProgressLine(
     private val sides: List<Pair<String, ScenarioMonitor>>,
     /** The `seconds` a time-based run lasts (`-D`): its percentage and ETA come from the clock. */
     private val plannedSeconds: Double? = null,
+    /** `--report_gbits`: the rate in Gb/sec instead of MB/sec (the run's one unit). */
+    private val gbits: Boolean = false,
 ) : AutoCloseable {
     private val lock = Any()
     // No wrapping: "\r" must reach the line's start. A terminal that reports no size (0) gets 100.
@@ -46,12 +49,12 @@ internal class ProgressLine(
             }
             val bytes = t.bytesSent + t.bytesReceived
             // The totals are of the measured phase: they start again from 0 when a warm-up ends (no rate then).
-            val gbps = if (lastNanos[i] == 0L || bytes < lastBytes[i]) null else (bytes - lastBytes[i]) * 8.0 / (now - lastNanos[i])
+            val bytesPerNano = if (lastNanos[i] == 0L || bytes < lastBytes[i]) null else (bytes - lastBytes[i]).toDouble() / (now - lastNanos[i])
             lastBytes[i] = bytes
             lastNanos[i] = now
             val fraction = plannedSeconds?.let { (t.elapsedNanos / 1e9 / it).coerceIn(0.0, 1.0) } ?: monitor.fractionDone()
             if (t.elapsedNanos < SHOW_AFTER_NANOS) null
-            else Part(describe(label, t, gbps) + eta(t, fraction), t.operations + t.messagesReceived > 0)
+            else Part(describe(label, t, bytesPerNano?.let { rate(it * 1e9, gbits) }) + eta(t, fraction), t.operations + t.messagesReceived > 0)
         }
         // With --loopback, a side with no traffic of its own (the target of WRITEs) says nothing.
         val shown = parts.filter { it.busy }.ifEmpty { parts }
@@ -91,9 +94,13 @@ internal class ProgressLine(
         const val TICK_MS = 500L
         const val SHOW_AFTER_NANOS = 1_000_000_000L
 
-        fun describe(label: String, t: LiveTotals, gbps: Double?): String = String.format(Locale.ROOT,
+        fun describe(label: String, t: LiveTotals, rate: String?): String = String.format(Locale.ROOT,
             "%s %.1f s: %s out, %s in, %d WRs, %d msgs%s", label, t.elapsedNanos / 1e9, bytes(t.bytesSent), bytes(t.bytesReceived),
-            t.operations, t.messagesReceived, gbps?.let { String.format(Locale.ROOT, ", %.2f Gb/s", it) } ?: "")
+            t.operations, t.messagesReceived, rate?.let { ", $it" } ?: "")
+
+        /** Both directions' bytes per second in the run's unit: MB/sec (2^20 bytes) or Gb/sec. */
+        fun rate(bytesPerSecond: Double, gbits: Boolean): String =
+            String.format(Locale.ROOT, "%.2f %s", PerftestFormat.rate(bytesPerSecond, gbits), PerftestFormat.unit(gbits))
 
         /** ", 42% (ETA 3.1 s)" once some of a known amount is done; "" otherwise. */
         fun eta(t: LiveTotals, fraction: Double?): String {

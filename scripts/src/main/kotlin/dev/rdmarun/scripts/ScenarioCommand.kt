@@ -173,6 +173,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
         val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: "none",
             script.path, source, given)
+        if (perftest.all && !check) sweep = SweepOutput(script.name, perftest.reportGbits) { say(it) }
         try {
             // -a: the script once per size, each a scenario of its own (connection and results).
             val runs = if (perftest.all && !check) PerftestOptions.SWEEP_SIZES.map { size ->
@@ -192,6 +193,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             if (!check) error = errorOf(e)
             throw e
         } finally {
+            sweep?.close()
             if (!check) writeOutputs(start)
         }
     }
@@ -206,6 +208,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     /** The `-a` size of the scenario running now (labels its results). */
     private var runLabel: String? = null
+
+    /** `-a`'s one table (null without -a). */
+    private var sweep: SweepOutput? = null
 
     /** Every scenario's results so far, in the order they ended (both sides of --loopback). */
     private val documentRuns = ArrayList<ResultsRun>()
@@ -232,7 +237,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         return run
     }
 
-    private fun table(run: ResultsRun) = run.end.table(gbits = perftest.reportGbits, peakBytesPerSecond = run.bwPeakBytesPerSecond)
+    private fun table(run: ResultsRun) = run.end.table(gbits = perftest.reportGbits, peakBytesPerSecond = run.bwPeakBytesPerSecond, title = script.name)
+
+    /** Prints a side's results: its table, or under -a its row of the sweep's table ([deferServer]: --loopback's server line waits for the table). */
+    private fun show(run: ResultsRun, deferServer: Boolean) {
+        val s = sweep
+        if (s != null) s.ended(run, runLabel ?: "", deferServer) else say(table(run))
+    }
 
     /** `--json` and `--histogram`, when the command ends (failed or not). */
     private fun writeOutputs(start: ResultsStart) {
@@ -379,7 +390,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
                     evaluate(host, compiled, options.copy(monitor = monitor)) { result ->
                         ran++
-                        say(table(ended(result, sampler)))
+                        show(ended(result, sampler), deferServer = false)
                     }
                 }
             }
@@ -391,7 +402,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     /** Samples a side's totals for the peak bandwidth and `--interval` (lines only when stdout is not a terminal). */
     private fun sampler(label: String, monitor: ScenarioMonitor) = IntervalSampler(monitor, label, interval,
-        print = if (interval != null && !terminal.terminalInfo.outputInteractive) { line -> say(line) } else null)
+        print = if (interval != null && !terminal.terminalInfo.outputInteractive) { line -> say(line) } else null, gbits = perftest.reportGbits)
 
     /** One side of a --loopback run: its own thread, defaults, monitor and outcome. */
     private class LoopbackSide(val peer: Peer, val monitor: ScenarioMonitor) {
@@ -450,7 +461,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             }
         }
         interruption().check()
-        sides.forEach { side -> side.results.forEach { say(table(it)) } }
+        sweep?.lastLine = null
+        sides.forEach { side -> side.results.forEach { show(it, deferServer = true) } }
         val failed = sides.filter { it.failure != null }
         if (failed.isNotEmpty()) {
             for (side in failed) {
@@ -464,7 +476,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
         if (sides.all { it.results.isEmpty() }) throw nothingToRun()
         val devices = sides.flatMap { s -> s.results.map { it.end.device } }.distinct()
-        if (devices.isNotEmpty()) say("loopback on ${devices.joinToString()}: server and client succeeded")
+        if (devices.isNotEmpty()) {
+            val verdict = "loopback on ${devices.joinToString()}: server and client succeeded"
+            sweep?.let { it.lastLine = verdict } ?: say(verdict) // -a: once, after the table
+        }
     }
 
     /** A monitor that says when its side's QPs are connected (a waiting server is otherwise silent). */
@@ -477,7 +492,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** Runs [block] with a live progress line under it when stdout is a terminal ([parameters]: the run's, for a -D run's length). */
     private fun <T> withProgress(sides: List<Pair<String, ScenarioMonitor>>, parameters: Map<String, String>, block: () -> T): T {
         if (!terminal.terminalInfo.outputInteractive) return block()
-        val line = ProgressLine(terminal, sides, parameters[StandardParameters.SECONDS]?.toDoubleOrNull())
+        val line = ProgressLine(terminal, sides, parameters[StandardParameters.SECONDS]?.toDoubleOrNull(), perftest.reportGbits)
         progress = line
         try {
             return block()

@@ -27,7 +27,7 @@ class FiguresSpec : FunSpec({
     fun iterations(out: String, role: String): Long {
         val table = out.substringAfter("$role on soft0:")
         val lines = table.lines()
-        val header = lines.indexOfFirst { it.contains("#iterations  BW peak") }
+        val header = lines.indexOfFirst { it.startsWith(" #bytes     #iterations    BW peak") }
         return lines[header + 1].trim().split(Regex("\\s+"))[1].toLong()
     }
 

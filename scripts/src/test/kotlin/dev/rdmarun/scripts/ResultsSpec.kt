@@ -3,6 +3,7 @@ package dev.rdmarun.scripts
 import com.github.ajalt.clikt.testing.CliktCommandTestResult
 import com.github.ajalt.clikt.testing.test
 import dev.rdmarun.dsl.LatencySummary
+import dev.rdmarun.dsl.PerftestFormat
 import io.kotest.assertions.withClue
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
@@ -100,7 +101,7 @@ class ResultsSpec : FunSpec({
         lines.any { it.startsWith("iterations ") } shouldBe false // no repeat { }: nothing reads it
     }
 
-    test("the results lead with perftest's header, bandwidth and latency lines, the round trip one way") {
+    test("the results lead with perftest's banner, addresses and latency block (the round trip one way); the round trip after it") {
         val pingpong = script("pp.main.kts", """
             import dev.rdmarun.dsl.*
 
@@ -116,15 +117,22 @@ class ResultsSpec : FunSpec({
         val result = run(pingpong.path, "--loopback", "-d", "soft0", "-n", "50")
         result.statusCode shouldBe 0
         val out = result.stdout
-        out shouldContain "Device: soft0 (software)"
-        out shouldContain "local address:  QP 0 QPN 0x"
-        out shouldContain "remote address: QP 0 QPN 0x"
-        out shouldContain "#bytes     #iterations  BW peak[MB/sec]"
-        out shouldContain "t_min[usec]"
-        val oneWay = out.lines().single { it.trimStart().startsWith("rtt one way") }.trim().split(Regex("\\s+"))
-        oneWay.drop(3).take(2) shouldContainExactly listOf("8", "50") // #bytes, #iterations
-        out.lines().single { it.trimStart().startsWith("rtt RTT") }
-        run(pingpong.path, "--loopback", "-d", "soft0", "-n", "5", "--report_gbits").stdout shouldContain "BW average[Gb/sec]"
+        val lines = out.lines()
+        lines.filter { it == "                    pp.main.kts Latency Test" } shouldHaveSize 2
+        lines.filter { it.startsWith(" local address: LID ") } shouldHaveSize 2
+        lines.filter { it.startsWith(" remote address: LID ") } shouldHaveSize 2
+        // The client's block, without a label before #bytes; the server, which measured no section, has none.
+        val header = lines.indexOf(PerftestFormat.LATENCY_HEADER)
+        lines.count { it == PerftestFormat.LATENCY_HEADER } shouldBe 1
+        lines[header + 1].trim().split(Regex("\\s+")).take(2) shouldContainExactly listOf("8", "50") // #bytes, #iterations
+        lines[header + 2] shouldBe PerftestFormat.RULE
+        lines.none { it.contains("BW peak") } shouldBe true // a latency test prints no bandwidth line
+        // rdma-run's own lines come after perftest's closing line: the device, the round trip, the work requests.
+        val own = lines.drop(header + 3)
+        own.any { it.startsWith(" Device: soft0 (software)") } shouldBe true
+        own.single { it.startsWith(" rtt RTT") }.trim().split(Regex("\\s+")).drop(2).take(2) shouldContainExactly listOf("8", "50")
+        own.none { it.startsWith(" rtt one way") } shouldBe true
+        run(pingpong.path, "--loopback", "-d", "soft0", "-n", "5", "--report_gbits").stdout shouldContain "BW out[Gb/sec]"
     }
 
     test("--json - puts only the document on standard output; its fields are all there") {
