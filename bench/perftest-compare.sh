@@ -32,11 +32,11 @@
 # tool given the same flags (both also get the device and GID index, -d and -x or -g, and the
 # harness's port; rdma-run also --timeout 120s, which bounds its waits and changes no figure):
 #   user_lat_{64,4096}  samples/pingpong-lat.main.kts -s SIZE -n 20000 against ib_send_lat -s SIZE
-#       -n 20000: the client table's `rtt one way` t_typical (the median round trip / 2, from
-#       HdrHistogram, 3 significant digits) against perftest's t_typical.
+#       -n 20000: the t_typical of the client's perftest latency block (section rtt one way: the
+#       median round trip / 2, from HdrHistogram, 3 significant digits) against perftest's.
 #   user_bw_{4096,65536}  samples/write-bw.main.kts -s SIZE -n 5000 -t 16 against ib_write_bw
-#       -s SIZE -n 5000 -t 16: the client table's BW average against perftest's (both MB/sec =
-#       2^20 bytes/s).
+#       -s SIZE -n 5000 -t 16: the BW average of the client's perftest bandwidth block against
+#       perftest's (both MB/sec = 2^20 bytes/s).
 #   user_pingpong_64  rdma-run pingpong -s 64 -n 20000 against ibv_rc_pingpong -s 64 -n 20000:
 #       usec/iter.
 #   user_self_lat  bench/scenarios/self-lat.main.kts, a 64 B ping-pong as a new user writes it
@@ -186,15 +186,14 @@ pair() {
   done
 }
 
-# Figures from the logs.
+# Figures from the logs. lat_of and bw_of read perftest's result rows (#bytes first), which
+# rdma-run's tables print as perftest does: the client's t_typical of a latency test (for a
+# measureRoundTrip section, one way: RTT / 2) and the BW average of a bandwidth test. rdma-run's
+# own rows, after perftest's block, start with a label (`rtt RTT`, `work requests`, `total`).
 lat_of() { awk -v s="$2" '$1 == s && NF >= 9 { v = $5 } END { print v }' "$1"; }       # perftest t_typical
 bw_of() { awk -v s="$2" '$1 == s && NF >= 5 { v = $4 } END { print v }' "$1"; }        # perftest BW average
 iter_of() { awk '/usec\/iter/ { for (i = 2; i <= NF; i++) if ($i == "usec/iter") v = $(i - 1) } END { print v }' "$1"; }
 field_of() { sed -n "s/.*rdma-run-bench .*$2=\([0-9.]*\).*/\1/p" "$1" | tail -1; }
-# rdma-run's results table: t_typical of a `NAME one way` row (measureRoundTrip, RTT / 2), and
-# the BW average under the `BW average[MB/sec]` header.
-one_way_of() { awk '/ one way / && NF >= 10 { v = $(NF - 4) } END { print v }' "$1"; }
-table_bw_of() { awk 'h && NF >= 5 { v = $4 } { h = /BW average\[MB\/sec\]/ } END { print v }' "$1"; }
 median() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 mib_of() { awk -v v="$1" 'BEGIN { if (v != "") printf "%.2f", v * 1000000 / 1048576 }'; }   # MB/s (10^6) -> perftest's (2^20)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.3f", a / b }'; }
@@ -242,8 +241,8 @@ run_case() {
           lat) rv=$(field_of "$base.r.client" steady_us); rc_v=$(field_of "$base.r.client" cold_us) ;;
           bw) rv=$(mib_of "$(field_of "$base.r.client" steady_MBps)"); rc_v=$(mib_of "$(field_of "$base.r.client" cold_MBps)") ;;
           cold_lat) rv=$(field_of "$base.r.client" cold_us) ;;
-          user_lat) rv=$(one_way_of "$base.r.client") ;;
-          user_bw) rv=$(table_bw_of "$base.r.client") ;;
+          user_lat) rv=$(lat_of "$base.r.client" "$size") ;;
+          user_bw) rv=$(bw_of "$base.r.client" "$size") ;;
           user_self_lat) rv=$(field_of "$base.r.client" one_way_us) ;;
           user_self_bw) rv=$(field_of "$base.r.client" MiBps) ;;
         esac

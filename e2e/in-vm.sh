@@ -314,9 +314,9 @@ script_pair() {
   return $ok
 }
 
-# A results line of a `measure` section, for the notes.
-section() {
-  grep -E "^ *$2" "$case_dir/$1.log" | head -n 1 | tr -s ' '
+# The row of perftest's result block (the line under its ` #bytes` header) in a side's log, for the notes.
+perftest_row() {
+  grep -A1 '^ #bytes' "$case_dir/$1.log" | sed -n 2p | tr -s ' \t' ' '
 }
 
 case_script_multi_qp() {
@@ -343,14 +343,14 @@ case_script_card() {
 case_script_pingpong_lat() {
   local ok=0 server_rounds client_rounds
   script_pair pingpong-lat 18642 || ok=1
-  expect_log client "rtt" || ok=1
+  expect_log client "the latency above: rtt, one way" || ok=1 # perftest's latency block is rtt's
   server_rounds=$(grep -oE 'warm-up on QP 0: [0-9]+ rounds' "$case_dir/server.log" | head -n 1)
   client_rounds=$(grep -oE 'warm-up on QP 0: [0-9]+ rounds' "$case_dir/client.log" | head -n 1)
   if [ -z "$client_rounds" ] || [ "$server_rounds" != "$client_rounds" ]; then
     why="${why:+$why; }the sides did not report the same warm-up rounds ('$server_rounds', '$client_rounds')"
     ok=1
   fi
-  note "client: $(section client rtt); $(grep -F 'warm-up on QP 0' "$case_dir/client.log" | head -n 1 | tr -s ' ')"
+  note "client: $(perftest_row client); $(grep -F 'warm-up on QP 0' "$case_dir/client.log" | head -n 1 | tr -s ' ')"
   return $ok
 }
 
@@ -546,7 +546,7 @@ case_script_memlock() {
 
 # The figures on a device: write-bw with a warm-up whose last writes are in flight when it ends
 # counts exactly the measured 500 writes of 4 KiB, and each side's intervals (the partial last one
-# included) add up to its totals; read-lat's perftest line says #iterations 1000 (its reads).
+# included) add up to its totals; read-lat's perftest latency block says #iterations 1000 (its reads).
 case_script_figures() {
   local ok=0 side
   script_pair write-bw 18650 --set size=4096 --set iterations=500 --set warmup=100 -i 0.2 || ok=1
@@ -554,7 +554,7 @@ case_script_figures() {
   grep -q '"operations": 500,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 500 writes"; ok=1; }
   grep -q '"bytesSent": 2048000,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 2048000 bytes"; ok=1; }
   script_pair read-lat 18651 || ok=1
-  if ! grep -A1 '#iterations  BW peak' "$case_dir/client.log" | grep -qE '^ *[0-9]+ +1000 '; then
+  if ! grep -A1 '^ #bytes #iterations    t_min' "$case_dir/client.log" | grep -qE '^ *[0-9]+ +1000 '; then
     why="${why:+$why; }read-lat's client does not say #iterations 1000"
     ok=1
   fi

@@ -3,8 +3,8 @@
 // peer's message (sends are inline when they fit and selectively signaled, as perftest does).
 // `repeat { }` first runs warm-up rounds of the same exchange until the JIT is quiet (both sides
 // agree on the rounds; the results' `warm-up` line says what was done), so the figures are the
-// network's, not the JVM's warm-up. The client's `rtt one way` line gives perftest's figures (half
-// the round trip, measureRoundTrip), the `rtt RTT` line the round trip.
+// network's, not the JVM's warm-up. The client's perftest latency block gives rtt one way (half the
+// round trip, measureRoundTrip, as ib_send_lat), its `rtt RTT` line after the block the round trip.
 //
 //   server: bin/rdma-run samples/pingpong-lat.main.kts --listen 18515 -d rxe0 -s 64 -n 20000
 //   client: bin/rdma-run samples/pingpong-lat.main.kts --peer 10.77.0.1 -d rxe0 -s 64 -n 20000

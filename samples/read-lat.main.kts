@@ -1,8 +1,8 @@
 // read-lat: RDMA READ latency, like ib_read_lat. The server fills its buffer and lets the client
 // read it (remoteAccess(READ)); the client reads `size` bytes of it `iterations` times, one at a
 // time, after `repeat { }`'s warm-up rounds (until the JIT is quiet; the results' `warm-up` line
-// says what was done); its `read` line gives the percentiles (a READ is a full round trip), and it
-// checks what it read.
+// says what was done); its perftest latency block gives the `read` section's percentiles (a READ is
+// a full round trip), and it checks what it read.
 //
 //   server: bin/rdma-run samples/read-lat.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/read-lat.main.kts --peer 10.77.0.1 -d rxe0
