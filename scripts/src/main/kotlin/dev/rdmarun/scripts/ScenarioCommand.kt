@@ -118,7 +118,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON")
         .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it <= MAX_DURATION_SECONDS } ?: fail("'$text' is not a number of seconds from 0.1 to $MAX_DURATION_SECONDS ($MAX_DURATION)") }
     private val histogram by option("--histogram", metavar = "FILE",
-        help = "Write the latency the results lead with (the first measure section, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
+        help = "Write the latency the results lead with (the first measure section, one way for measureRoundTrip, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
         .file(canBeDir = false)
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Bound on control-path waits: connecting, the handshake, a silent peer (e.g. 30s, 2m, 500ms; default: the scenario's, else 30s)")
@@ -250,7 +250,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         histogram?.let { file -> writeHistograms(file, runs) }
     }
 
-    /** One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the extension) for the next ones. */
+    /**
+     * One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the
+     * extension) for the next ones. A measureRoundTrip section is written one way (each round trip
+     * halved), the figure the table leads with, so that the file and the table agree.
+     */
     private fun writeHistograms(file: File, runs: List<ResultsRun>) {
         var written = 0
         for (run in runs) {
@@ -263,8 +267,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             try {
                 PrintStream(target.outputStream(), false, Charsets.UTF_8).use { out ->
                     out.println("# rdma-run ${script.name}: ${run.role}${run.label?.let { " ($it)" } ?: ""}, latency $name" +
-                        (if (latency.roundTrip) " (round trips)" else "") + ", microseconds")
-                    LatencySummary.decode(encoded).outputPercentileDistribution(out, 1000.0)
+                        (if (latency.roundTrip) " one way (half of each round trip)" else "") + ", microseconds")
+                    // Values are nanoseconds: /1000 gives microseconds, /2000 one way of a round trip.
+                    LatencySummary.decode(encoded).outputPercentileDistribution(out, if (latency.roundTrip) 2000.0 else 1000.0)
                     if (out.checkError()) throw IOException("write failed")
                 }
             } catch (e: IOException) {
