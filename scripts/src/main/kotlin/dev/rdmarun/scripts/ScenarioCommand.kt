@@ -96,7 +96,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val device by option("-d", "--ib-dev", metavar = "DEV", help = "RDMA device (default: the scenario's choice, else the first one)")
     private val gidIndex by option("-g", "--gid-idx", "-x", "--gid-index", metavar = "GIDX",
         help = "Local GID index (default: the first RoCE v2 IPv4 GID, see `rdma-run gids`)").int().restrictTo(0..255)
-    private val ibPort by option("--ib-port", metavar = "IBPORT", help = "Port of the device (default 1)").int().restrictTo(1..255)
+    private val ibPort by option("-i", "--ib-port", metavar = "IBPORT", help = "Port of the device, as perftest's -i (default 1)").int().restrictTo(1..255)
     private val parameters by option("--set", metavar = "NAME=VALUE",
         help = "Script parameter, read with param()/intParam(); repeatable; both sides must give the same")
         .convert { text -> usage { parseParameter(text) } }
@@ -114,8 +114,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             require(dir != null && dir.isDirectory) { "the folder of $f does not exist" }
             require(dir.canWrite() && (!f.exists() || f.canWrite())) { "$f is not writable" }
         }
-    private val interval by option("-i", "--interval", metavar = "SECONDS",
-        help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON")
+    /** No short name: perftest uses every letter, and -i is its --ib-port. */
+    private val interval by option("--interval", metavar = "SECONDS",
+        help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON " +
+            "(no short name: -i is perftest's --ib-port)")
         .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it <= MAX_DURATION_SECONDS } ?: fail("'$text' is not a number of seconds from 0.1 to $MAX_DURATION_SECONDS ($MAX_DURATION)") }
     private val histogram by option("--histogram", metavar = "FILE",
         help = "Write the latency the results lead with (the first measure section, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")

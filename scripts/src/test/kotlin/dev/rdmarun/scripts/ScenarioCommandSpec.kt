@@ -97,6 +97,24 @@ class ScenarioCommandSpec : FunSpec({
         run(parameterized.path, "--check", "--timeout", "500ms").stdout shouldContain "timeout 500ms"
     }
 
+    test("-i is perftest's --ib-port: the device's port, not the interval") {
+        for (flag in listOf("-i", "--ib-port")) {
+            val result = run(parameterized.path, "--check", "-d", "mlx5_1", flag, "2")
+            withClue(flag, result) {
+                result.statusCode shouldBe 0
+                result.stdout shouldContain "device: mlx5_1 port 2 GID index"
+            }
+        }
+        // What once asked for a line every 0.5 s is no port.
+        run(parameterized.path, "--check", "-i", "0.5").stderr shouldContain "Error: invalid value for -i: 0.5 is not a valid integer"
+    }
+
+    test("--interval keeps its long name only (perftest uses every letter)") {
+        run(parameterized.path, "--check", "--interval", "1").statusCode shouldBe 0
+        run(parameterized.path, "--check", "--interval", "0.05").stderr shouldContain
+            "Error: invalid value for --interval: '0.05' is not a number of seconds from 0.1"
+    }
+
     test("--set values reach param() and intParam(), and are part of the plan") {
         val result = run(parameterized.path, "--check", "--set", "qps=3", "--set", "size=64", "--set", "note=a=b")
         result.statusCode shouldBe 0
