@@ -177,7 +177,7 @@ class ResultsSpec : FunSpec({
         """.trimIndent())
         val json = File(dir, "intervals.json")
         val hgrm = File(dir, "latency.hgrm")
-        val result = run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "-i", "0.2", "--json", json.path, "--histogram", hgrm.path)
+        val result = run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "--interval", "0.2", "--json", json.path, "--histogram", hgrm.path)
         result.statusCode shouldBe 0
         val client = ResultsDocument.parse(json.readText()).runs.single { it.role == "client" }
         client.intervals.shouldNotBeEmpty()

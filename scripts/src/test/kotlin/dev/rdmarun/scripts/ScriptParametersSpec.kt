@@ -21,14 +21,14 @@ class ScriptParametersSpec : StringSpec({
         p.read.getValue("op").doc shouldBe "send, write or read"
         p.read.getValue("rounds").default shouldBe "10"
         p.read.getValue("size").default shouldBe "4096"
-        p.read.keys.toList() shouldContainExactly listOf("op", "rounds", "size", "qps", "depth", "inline", "warmup", "preflight")
+        p.read.keys.toList() shouldContainExactly listOf("op", "rounds", "size", "qps", "depth", "inline", "mtu", "signal", "warmup", "preflight")
     }
 
     "the DSL's own reads: warmup and preflight always, size without bufferSize(, iterations and seconds with repeat { }" {
         ScriptParameters.of("rdma { connect(peer); repeat { send() } }").read.keys.toList() shouldContainExactly
-            listOf("qps", "depth", "inline", "warmup", "preflight", "size", "iterations", "seconds")
+            listOf("qps", "depth", "inline", "mtu", "signal", "warmup", "preflight", "size", "iterations", "seconds")
         ScriptParameters.of("rdma { bufferSize(8); connect(peer); repeat(3) { send() } }").read.keys.toList() shouldContainExactly
-            listOf("qps", "depth", "inline", "warmup", "preflight")
+            listOf("qps", "depth", "inline", "mtu", "signal", "warmup", "preflight")
     }
 
     "reads in comments or inside other strings do not count" {
@@ -39,7 +39,7 @@ class ScriptParametersSpec : StringSpec({
             rdma { connect(peer) }
         """.trimIndent())
         p.incomplete shouldBe false
-        p.read.keys shouldBe setOf("qps", "depth", "inline", "warmup", "preflight", "size")
+        p.read.keys shouldBe setOf("qps", "depth", "inline", "mtu", "signal", "warmup", "preflight", "size")
     }
 
     "a computed name makes the list incomplete, and then nothing is refused" {
@@ -53,7 +53,7 @@ class ScriptParametersSpec : StringSpec({
         p.unknown(listOf("iterations"), "card.main.kts") { "--set $it" }.shouldBeNull()
         val sentence = p.unknown(listOf("iteration"), "card.main.kts") { "--set $it" }!!
         sentence shouldContain "--set iteration: card.main.kts does not read a parameter named iteration"
-        sentence shouldContain "(it reads: qps, depth, inline, warmup, preflight, size, iterations, seconds); did you mean iterations?"
+        sentence shouldContain "(it reads: qps, depth, inline, mtu, signal, warmup, preflight, size, iterations, seconds); did you mean iterations?"
         p.unknown(listOf("zzzzzz"), "card.main.kts") { "--set $it" }!! shouldContain "seconds)" // nothing close: no "did you mean"
     }
 })
