@@ -177,7 +177,10 @@ internal suspend inline fun CommonScope.loop(loop: RepeatLoop, block: () -> Unit
  * an operation the peer did not grant with `remoteAccess(...)` fails at the call.
  *
  * Every wait ends, at the latest, once the peer has made no progress for the scenario's timeout,
- * with a sentence naming what this side waited for and what the peer last did.
+ * with a sentence naming what this side waited for and what the peer last did. Every wait is
+ * cancellable too, as kotlinx's suspending functions are: `withTimeout(d) { receive() }` (or
+ * `withTimeoutOrNull`) ends just that wait, which then took nothing: no message taken, no work
+ * request marked awaited, nothing posted.
  */
 @RdmaDsl
 interface QpScope : CommonScope {
@@ -349,7 +352,11 @@ interface ScenarioScope : CommonScope {
      */
     suspend fun connect(peer: Peer)
 
-    /** Waits until the peer reaches its matching barrier (over the control connection). */
+    /**
+     * Waits until the peer reaches its matching barrier (over the control connection); first this
+     * side's posted work completes. Not one to cancel alone (`withTimeout` around it): the peer's
+     * barrier frame would then meet this side's next barrier, out of step.
+     */
     suspend fun barrier()
 
     /** Runs [block] on QP [index]. */

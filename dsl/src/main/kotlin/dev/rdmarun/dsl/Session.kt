@@ -423,12 +423,17 @@ internal class Session(
 
     private var rounds = 0
 
-    /** Credits change without a completion, and waits have deadlines: checked while anything waits. */
+    /**
+     * Credits change without a completion, waits have deadlines, and a waiting coroutine may be
+     * cancelled (kotlinx's `withTimeout` around a wait): checked while anything waits.
+     */
     override fun doWork(): Int {
         if (waiters == 0) return 0
         var work = 0
         // Indexed loops: an iterator here would be garbage on every round of the dispatcher.
         if (creditWaiters > 0) for (i in drivers.indices) if (drivers[i].pollCredit()) work++
+        // Every round: a field and the job's state per QP, so a cancelled wait ends within a round.
+        for (i in drivers.indices) if (drivers[i].releaseIfCancelled()) work++
         // Deadlines are seconds long: every 64th round is often enough, and keeps the rounds of a
         // busy-polling wait short (a completion is noticed sooner).
         if ((++rounds and 63) == 0) {

@@ -1,15 +1,22 @@
 package dev.rdmarun.dsl
 
+import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.nulls.shouldBeNull
 import io.kotest.matchers.shouldBe
+import io.kotest.matchers.types.shouldBeInstanceOf
 import java.net.ServerSocket
 import java.util.concurrent.Executors
+import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.async
 import kotlinx.coroutines.asCoroutineDispatcher
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.withContext
+import kotlinx.coroutines.withTimeout
+import kotlinx.coroutines.withTimeoutOrNull
 
 /**
  * The DSL's Kotlin conventions (the README's "Kotlin conventions"), on soft0 with both peers in
@@ -48,5 +55,55 @@ class KotlinConventionsSpec : FunSpec({
         } finally {
             one.close()
         }
+    }
+
+    test("withTimeout around a wait ends just that wait: it took nothing, and the QP's next wait gets what comes") {
+        var timedOut: Any? = "not yet"
+        var thrown: Throwable? = null
+        var late: String? = null
+        var outstandingAfter = -1
+        var sent: Any? = "not yet"
+        val (server, client) = pair {
+            // Far beyond the withTimeouts: a wait that ignored them would end here, and fail the case.
+            timeout(10.seconds)
+            recvDepth(1)
+            inboxDepth(0) // one message at a time: a second send waits for a credit
+            connect(peer)
+            server {
+                qp(0) {
+                    timedOut = withTimeoutOrNull(100.milliseconds) { receive() } // a message wait
+                    thrown = shouldThrow<TimeoutCancellationException> { withTimeout(100.milliseconds) { receive() } }
+                }
+                barrier()
+                barrier() // the client's send waits for a credit meanwhile
+                qp(0) {
+                    late = receive().text()
+                    receive().text() shouldBe "second"
+                }
+            }
+            client {
+                barrier()
+                qp(0) {
+                    send("late".toByteArray())
+                    awaitCompletion()
+                    // "late" holds the server's one receive slot until the server takes it: this send waits for a credit.
+                    sent = withTimeoutOrNull(100.milliseconds) { send("never".toByteArray()) }
+                    outstandingAfter = outstanding
+                }
+                barrier()
+                qp(0) {
+                    send("second".toByteArray())
+                    awaitAll()
+                }
+            }
+        }
+        server.getOrThrow()
+        client.getOrThrow()
+        timedOut.shouldBeNull()
+        thrown.shouldBeInstanceOf<TimeoutCancellationException>()
+        late shouldBe "late"
+        sent.shouldBeNull()
+        outstandingAfter shouldBe 0 // the cancelled send was not posted
+        client.getOrThrow().total.operations shouldBe 2 // "late" and "second"
     }
 })
