@@ -137,8 +137,10 @@ object RdmaDefaults {
  * `connect(peer)`, which validates them and connects, then operations that post for real. When the
  * block returns, this side waits for its work to complete and for the peer to finish too.
  * Failures are [ScenarioException]s (one sentence, [ScenarioException.hint] when a likely fix is
- * known), [dev.rdmarun.runtime.engine.EngineException]s from an operation's call, or the
- * runtime's VerbsException.
+ * known), [RdmaTimeoutException]s when a wait outlived the scenario's timeout (a
+ * `java.util.concurrent.TimeoutException`, never a CancellationException),
+ * [dev.rdmarun.runtime.engine.EngineException]s from an operation's call, or the runtime's
+ * VerbsException.
  */
 fun rdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
     runBlocking { rdmaScope(options, block) }

@@ -177,10 +177,10 @@ internal suspend inline fun CommonScope.loop(loop: RepeatLoop, block: () -> Unit
  * an operation the peer did not grant with `remoteAccess(...)` fails at the call.
  *
  * Every wait ends, at the latest, once the peer has made no progress for the scenario's timeout,
- * with a sentence naming what this side waited for and what the peer last did. Every wait is
+ * with an [RdmaTimeoutException] (a `java.util.concurrent.TimeoutException`) whose sentence names
+ * what this side waited for and what the peer last did; that ends the scenario. Every wait is
  * cancellable too, as kotlinx's suspending functions are: `withTimeout(d) { receive() }` (or
- * `withTimeoutOrNull`) ends just that wait, which then took nothing: no message taken, no work
- * request marked awaited, nothing posted.
+ * `withTimeoutOrNull`) ends just that wait, which then took nothing (see [RdmaTimeoutException]).
  */
 @RdmaDsl
 interface QpScope : CommonScope {
@@ -321,7 +321,10 @@ interface ScenarioScope : CommonScope {
      */
     fun remoteAccess(vararg access: RemoteAccess)
 
-    /** Bound on waits: connecting, the handshake, and any wait during which the peer makes no progress. */
+    /**
+     * Bound on waits: connecting, the handshake, and any wait during which the peer makes no
+     * progress. A wait that outlives it throws an [RdmaTimeoutException], which ends the scenario.
+     */
     fun timeout(duration: Duration)
 
     /**
@@ -354,8 +357,9 @@ interface ScenarioScope : CommonScope {
 
     /**
      * Waits until the peer reaches its matching barrier (over the control connection); first this
-     * side's posted work completes. Not one to cancel alone (`withTimeout` around it): the peer's
-     * barrier frame would then meet this side's next barrier, out of step.
+     * side's posted work completes. Its deadline is the scenario's: an [RdmaTimeoutException] once
+     * the peer has made no progress for `timeout`. Not one to cancel alone (`withTimeout` around
+     * it): the peer's barrier frame would then meet this side's next barrier, out of step.
      */
     suspend fun barrier()
 

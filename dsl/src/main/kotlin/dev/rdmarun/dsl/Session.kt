@@ -566,7 +566,7 @@ internal class Session(
      * The sentence for a wait that ran out: what this side waited for, and what the peer last did.
      * [what] completes "the server waited 30s for ..."; [qp] is the QP it waited on, if any.
      */
-    fun waitedTooLong(what: String, qp: Int?, receiving: Boolean, onCredit: Boolean): ScenarioException {
+    fun waitedTooLong(what: String, qp: Int?, receiving: Boolean, onCredit: Boolean): RdmaTimeoutException {
         val h = lastHeartbeat
         val peerWaits = h?.waiting?.let { printable(it) }
         val peerPart = when {
@@ -580,7 +580,7 @@ internal class Session(
             h == null -> "; $peerLabel sent no progress report"
             else -> "; $peerLabel is alive but made no progress for ${settings.timeout} (busy in its own code?)"
         }
-        return ScenarioException("the ${role.label} waited ${settings.timeout} for $what$peerPart")
+        return RdmaTimeoutException("the ${role.label} waited ${settings.timeout} for $what$peerPart")
     }
 
     /** The sentence for a receive() the peer can no longer answer. */
@@ -677,7 +677,7 @@ internal class Session(
                         "on the same QP, or give --set warmup=N for a fixed warm-up")
                 }
                 if (waitExpired(since, System.nanoTime())) {
-                    throw ScenarioException("the ${role.label} waited ${settings.timeout} for $peerLabel's repeat { } $where to end warm-up round $round: " +
+                    throw RdmaTimeoutException("the ${role.label} waited ${settings.timeout} for $peerLabel's repeat { } $where to end warm-up round $round: " +
                         "a loop that exchanges messages needs its partner repeat { } (or runFor) on the peer, on the same QP, " +
                         "or --set warmup=N for a fixed warm-up")
                 }

@@ -4,11 +4,14 @@ import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.nulls.shouldBeNull
 import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldStartWith
 import io.kotest.matchers.types.shouldBeInstanceOf
 import java.net.ServerSocket
 import java.util.concurrent.Executors
+import java.util.concurrent.TimeoutException
 import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
+import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.async
@@ -105,5 +108,55 @@ class KotlinConventionsSpec : FunSpec({
         sent.shouldBeNull()
         outstandingAfter shouldBe 0 // the cancelled send was not posted
         client.getOrThrow().total.operations shouldBe 2 // "late" and "second"
+    }
+
+    test("a wait's deadline is an RdmaTimeoutException: a TimeoutException, no CancellationException, the same one sentence") {
+        var caught: Throwable? = null
+        val (server, client) = pair {
+            timeout(if (isServer) wait else 60.seconds) // a local setting: the server's wait is the one that ends
+            connect(peer)
+            server {
+                qp(0) {
+                    try {
+                        receive() // the client never sends
+                    } catch (e: TimeoutException) {
+                        caught = e
+                        throw e
+                    }
+                }
+            }
+            barrier()
+        }
+        val e = server.exceptionOrNull()
+        e.shouldBeInstanceOf<RdmaTimeoutException>()
+        (e is CancellationException) shouldBe false
+        e.message shouldStartWith "the server waited $wait for a message in receive() on QP 0; the client "
+        describeFailure(e) shouldBe e.message
+        // What the wait threw is what rdma { } throws (kotlinx's stack-trace recovery may hand the block a copy).
+        caught.shouldBeInstanceOf<RdmaTimeoutException>().message shouldBe e.message
+        // The client did not time out: its peer did, and said so.
+        client.exceptionOrNull().shouldBeInstanceOf<PeerException>().message shouldStartWith "the server failed: the server waited $wait for"
+    }
+
+    test("a barrier's deadline is an RdmaTimeoutException too") {
+        val (server, client) = pair {
+            timeout(if (isClient) wait else 60.seconds)
+            connect(peer)
+            server { qp(0) { receive() } }
+            barrier()
+        }
+        client.exceptionOrNull().shouldBeInstanceOf<RdmaTimeoutException>().message shouldStartWith
+            "the client waited $wait for the server to reach barrier 1; "
+        server.exceptionOrNull().shouldBeInstanceOf<PeerException>()
+    }
+
+    test("a client that finds no server times out with an RdmaTimeoutException, as connect(peer)'s other waits") {
+        val e = shouldThrow<RdmaTimeoutException> {
+            rdmaScope(options(Peer.connect("127.0.0.1", freePort()))) {
+                timeout(1.seconds)
+                connect(peer)
+            }
+        }
+        e.message shouldStartWith "cannot connect to 127.0.0.1:"
     }
 })
