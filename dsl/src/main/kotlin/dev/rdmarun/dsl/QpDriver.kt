@@ -198,11 +198,18 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         return suspendCoroutineUninterceptedOrReturn { c -> park(c, COMPLETION, seq) }
     }
 
-    override suspend fun awaitCompletions(n: Int): Completion {
-        if (n < 1) throw ScenarioException("awaitCompletions($n) on QP $index: n must be at least 1")
-        var last: Completion? = null
-        for (i in 0 until n) last = awaitCompletion()
-        return last!!
+    override suspend fun awaitCompletions(n: Int): List<Completion> {
+        if (n < 0) throw ScenarioException("awaitCompletions($n) on QP $index: n cannot be negative")
+        stopped()
+        val outstanding = engine.outstanding()
+        if (n > outstanding) {
+            throw ScenarioException("awaitCompletions($n) on QP $index: only $outstanding work request${if (outstanding == 1) " is" else "s are"} " +
+                "outstanding (posted and not awaited yet)")
+        }
+        if (n == 0) return emptyList()
+        val all = ArrayList<Completion>(n)
+        for (i in 0 until n) all.add(awaitCompletion())
+        return all
     }
 
     override suspend fun awaitAll() = awaitThrough(COMPLETED_ALL)

@@ -258,7 +258,7 @@ class JavaQp internal constructor(private val q: QpScope, thread: CoroutineConte
 
     fun awaitCompletion(): Completion = on(thread) { q.awaitCompletion() }
 
-    /** [QpScope.awaitCompletions]: [awaitCompletion] [n] times; returns the last completion. */
-    fun awaitCompletions(n: Int): Completion = on(thread) { q.awaitCompletions(n) }
+    /** [QpScope.awaitCompletions]: the completions of the [n] oldest unawaited work requests, oldest first. */
+    fun awaitCompletions(n: Int): List<Completion> = on(thread) { q.awaitCompletions(n) }
     fun awaitAll() = on(thread) { q.awaitAll() }
 }

@@ -262,8 +262,23 @@ interface QpScope : CommonScope {
      */
     suspend fun awaitCompletion(): Completion
 
-    /** [awaitCompletion] [n] times; returns the last completion. */
-    suspend fun awaitCompletions(n: Int): Completion
+    /**
+     * Waits for the [n] oldest posted work requests not yet awaited and returns their completions,
+     * oldest first: what [n] calls of [awaitCompletion] would return, in the order they would
+     * return it (the order the work requests were posted). `awaitCompletions(0)` is an empty list;
+     * [n] larger than [outstanding] fails at the call, before anything is awaited.
+     *
+     * It allocates the list, one per call: a hot loop that needs no list, only its work done,
+     * is `repeat(n) { awaitCompletion() }` (nothing allocated while the completions repeat) or [awaitAll].
+     *
+     * A work request that completes with an error ends the scenario, as it does for
+     * [awaitCompletion]: this call then throws that failure and returns nothing, the completions
+     * before it included. Each of the [n] waits has the scenario's deadline of its own (it ends
+     * once the peer has made no progress for `timeout`, with an [RdmaTimeoutException]), not one
+     * for all [n]; `withTimeout` around the call cancels it as a whole, and the completions it
+     * awaited by then are awaited (they do not come back).
+     */
+    suspend fun awaitCompletions(n: Int): List<Completion>
 
     /** Waits for every posted work request. */
     suspend fun awaitAll()

@@ -2,6 +2,7 @@ package dev.rdmarun.dsl
 
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldBeEmpty
 import io.kotest.matchers.nulls.shouldBeNull
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldStartWith
@@ -158,5 +159,36 @@ class KotlinConventionsSpec : FunSpec({
             }
         }
         e.message shouldStartWith "cannot connect to 127.0.0.1:"
+    }
+
+    test("awaitCompletions(n) returns all n completions, oldest first, and fails at the call beyond what is outstanding") {
+        var all: Any? = null // Any: the old awaitCompletions returned only the last completion
+        var none: Any? = null
+        var beyond: String? = null
+        val (server, client) = pair {
+            bufferSize(64)
+            if (isServer) remoteAccess(RemoteAccess.WRITE, RemoteAccess.ATOMIC)
+            connect(peer)
+            qp(0) {
+                client {
+                    write(size = 16)
+                    send(size = 8)
+                    fetchAndAdd(5, remoteOffset = 8)
+                    beyond = shouldThrow<ScenarioException> { awaitCompletions(4) }.message
+                    all = awaitCompletions(3)
+                    none = awaitCompletions(0)
+                }
+                server { receive() }
+            }
+        }
+        server.getOrThrow()
+        client.getOrThrow()
+        all shouldBe listOf(
+            Completion(0, OpKind.WRITE, 16, 0),
+            Completion(0, OpKind.SEND, 8, 0),
+            Completion(0, OpKind.FETCH_AND_ADD, 8, 0), // the word's old value: 0
+        )
+        none.shouldBeInstanceOf<List<*>>().shouldBeEmpty()
+        beyond shouldBe "awaitCompletions(4) on QP 0: only 3 work requests are outstanding (posted and not awaited yet)"
     }
 })
