@@ -12,7 +12,7 @@ import java.nio.file.Files
 /**
  * What the launcher makes of the DSL's Kotlin conventions: a wait's deadline (an
  * RdmaTimeoutException, no longer a ScenarioException) is still printed as its one sentence with
- * exit status 1. On soft0.
+ * exit status 1, and `--params` shows the doc of every parameter a sample reads. On soft0.
  */
 class ConventionsLauncherSpec : FunSpec({
     val dir = Files.createTempDirectory("conventions-launcher").toFile()
@@ -41,5 +41,17 @@ class ConventionsLauncherSpec : FunSpec({
         result.stderr shouldNotContain "internal error"
         result.stderr shouldNotContain "script failed at"
         result.stderr shouldNotContain "\tat " // no stack trace without --debug
+    }
+
+    test("--params shows each parameter of a sample with its doc") {
+        val result = run(File("../samples/write-bw.main.kts").path, "--params")
+        result.statusCode shouldBe 0
+        val rows = result.stdout.lines().drop(1).filter { it.isNotBlank() }
+        val docs = rows.associate { row -> row.substringBefore(' ') to row }
+        docs.getValue("size") shouldContain "bytes of each WRITE (the buffer size)"
+        docs.getValue("depth") shouldContain "WRITEs in flight per QP"
+        docs.getValue("qps") shouldContain "QPs, each writing `iterations` times"
+        docs.getValue("signal") shouldContain "one WRITE in N asks for a completion (perftest's cq_mod; 1..depth)"
+        docs.getValue("iterations") shouldContain "rounds of repeat { }"
     }
 })
