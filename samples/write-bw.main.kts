@@ -16,9 +16,9 @@ import dev.rdmarun.dsl.*
 import java.lang.foreign.ValueLayout.JAVA_BYTE
 
 rdma {
-    val size = intParam("size", 65536)
-    val depth = maxOf(intParam("depth", 16), 1)
-    qps(intParam("qps", 1))
+    val size = intParam("size", 65536) // bytes of each WRITE (the buffer size)
+    val depth = maxOf(intParam("depth", 16), 1) // WRITEs in flight per QP
+    qps(intParam("qps", 1)) // QPs, each writing `iterations` times
     bufferSize(size)
     sendDepth(depth)
     if (isServer) remoteAccess(RemoteAccess.WRITE) // only the server's buffers are written

@@ -42,6 +42,16 @@ class ScriptParametersSpec : StringSpec({
         p.read.keys shouldBe setOf("qps", "depth", "inline", "mtu", "signal", "warmup", "preflight", "size")
     }
 
+    "every parameter each sample reads has a doc for --params: its line's comment, or the DSL's for the standard ones" {
+        val samples = java.io.File("../samples").listFiles { f -> f.name.endsWith(".main.kts") }.orEmpty().sortedBy { it.name }
+        samples.map { it.name } shouldContainExactly
+            listOf("atomics.main.kts", "card.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts", "read-lat.main.kts", "write-bw.main.kts")
+        val undocumented = samples.flatMap { f -> ScriptParameters.of(f.readText()).read.values.filter { it.doc.isBlank() }.map { "${f.name}: ${it.name}" } }
+        undocumented shouldBe emptyList()
+        ScriptParameters.of(java.io.File("../samples/write-bw.main.kts").readText()).read.getValue("signal").doc shouldBe
+            "one WRITE in N asks for a completion (perftest's cq_mod; 1..depth)"
+    }
+
     "a computed name makes the list incomplete, and then nothing is refused" {
         val p = ScriptParameters.of("val name = \"x\"\nrdma { param(name, \"1\"); connect(peer) }")
         p.incomplete shouldBe true
