@@ -104,7 +104,7 @@ class RdmaJavaTest {
         try (ServerSocket s = new ServerSocket(0)) {
             port = s.getLocalPort();
         }
-        Map<String, String> noWarmup = Map.of("warmup", "0");
+        Map<String, String> noWarmup = Map.of("warmup", "0", "preflight", "0"); // the server's 2 s include waiting for the client's hello
         ExecutorService pool = Executors.newFixedThreadPool(2);
         try {
             Future<ScenarioResult> server = pool.submit(() -> RdmaJava.run(new RdmaOptions().withParameters(noWarmup).withPeer(Peer.listen(port)), s -> {

@@ -32,7 +32,7 @@ class KotlinConventionsSpec : FunSpec({
     // The deadline of the cases that wait it out.
     val wait = (System.getenv("RDMA_TEST_WAIT_SECONDS")?.toIntOrNull() ?: 3).seconds
 
-    fun options(peer: Peer) = RdmaOptions(parameters = mapOf("warmup" to "0"), overrides = SettingsOverrides(device = "soft0"), peer = peer)
+    fun options(peer: Peer) = RdmaOptions(parameters = mapOf("warmup" to "0", "preflight" to "0"), overrides = SettingsOverrides(device = "soft0"), peer = peer)
 
     /** Runs [block] as server and client at once (rdmaScope on the IO pool); returns both outcomes. */
     suspend fun pair(block: suspend ScenarioScope.() -> Unit): Pair<Result<ScenarioResult>, Result<ScenarioResult>> {

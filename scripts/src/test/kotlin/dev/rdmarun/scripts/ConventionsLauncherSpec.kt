@@ -34,7 +34,7 @@ class ConventionsLauncherSpec : FunSpec({
                 barrier()
             }
         """.trimIndent())
-        val result = run(waits.path, "--loopback", "-d", "soft0", "--set", "warmup=0")
+        val result = run(waits.path, "--loopback", "-d", "soft0", "--set", "warmup=0", "--set", "preflight=0")
         result.statusCode shouldBe 1
         result.stderr shouldContain "rdma-run waits.main.kts (server): the server waited 2s for a message in receive() on QP 0; the client "
         result.stderr shouldContain "rdma-run waits.main.kts (client): the server failed: the server waited 2s for a message in receive() on QP 0"
