@@ -51,7 +51,7 @@ class ConventionsLauncherSpec : FunSpec({
         docs.getValue("size") shouldContain "bytes of each WRITE (the buffer size)"
         docs.getValue("depth") shouldContain "WRITEs in flight per QP"
         docs.getValue("qps") shouldContain "QPs, each writing `iterations` times"
-        docs.getValue("signal") shouldContain "one WRITE in N asks for a completion (perftest's cq_mod; 1..depth)"
+        docs.getValue("signal") shouldContain "one work request in this many is signaled, replaces signalEvery(n) (-Q)"
         docs.getValue("iterations") shouldContain "rounds of repeat { }"
     }
 })

@@ -48,8 +48,9 @@ class ScriptParametersSpec : StringSpec({
             listOf("atomics.main.kts", "card.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts", "read-lat.main.kts", "write-bw.main.kts")
         val undocumented = samples.flatMap { f -> ScriptParameters.of(f.readText()).read.values.filter { it.doc.isBlank() }.map { "${f.name}: ${it.name}" } }
         undocumented shouldBe emptyList()
-        ScriptParameters.of(java.io.File("../samples/write-bw.main.kts").readText()).read.getValue("signal").doc shouldBe
-            "one WRITE in N asks for a completion (perftest's cq_mod; 1..depth)"
+        val writeBw = ScriptParameters.of(java.io.File("../samples/write-bw.main.kts").readText()).read
+        writeBw.getValue("depth").doc shouldBe "WRITEs in flight per QP" // its own line's comment
+        writeBw.getValue("signal").doc shouldBe "one work request in this many is signaled, replaces signalEvery(n) (-Q)" // the DSL's
     }
 
     "a computed name makes the list incomplete, and then nothing is refused" {
