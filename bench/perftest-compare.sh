@@ -298,6 +298,7 @@ user_pingpong_case() { # SIZE
 }
 # The sizes and counts are the scripts' own.
 user_self_lat_case() {
+  local size=64
   run_case user_self_lat user_self_lat ib_send_lat -d "$DEV" -x "$GIDX" -s 64 -n 20000 -F \
     -- "$SCENARIOS/self-lat.main.kts"
 }

@@ -549,7 +549,7 @@ case_script_memlock() {
 # included) add up to its totals; read-lat's perftest latency block says #iterations 1000 (its reads).
 case_script_figures() {
   local ok=0 side
-  script_pair write-bw 18650 --set size=4096 --set iterations=500 --set warmup=100 -i 0.2 || ok=1
+  script_pair write-bw 18650 --set size=4096 --set iterations=500 --set warmup=100 --interval 0.2 || ok=1
   for side in server client; do expect_interval_sums "$case_dir/$side.json" || ok=1; done
   grep -q '"operations": 500,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 500 writes"; ok=1; }
   grep -q '"bytesSent": 2048000,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 2048000 bytes"; ok=1; }

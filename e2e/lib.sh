@@ -198,7 +198,7 @@ run_cases() {
   [ "$failed" -eq 0 ]
 }
 
-# expect_interval_sums FILE: in the results document FILE (--json, with -i), every run's interval
+# expect_interval_sums FILE: in the results document FILE (--json, with --interval), every run's interval
 # records add up to its end.total, exactly (bytes both ways, work requests, messages); awk, so
 # that it needs nothing the VM may lack. Relies on kotlinx's pretty printing: a field per line.
 expect_interval_sums() {

@@ -128,7 +128,7 @@ case_script_atomics() {
 # partial one included, add up to its totals.
 case_script_figures() {
   local port=18747 ok=0 i side
-  local args=("$root/samples/write-bw.main.kts" -d "$DEV" --timeout 60s -s 4096 -n 500 --set warmup=100 -i 0.1)
+  local args=("$root/samples/write-bw.main.kts" -d "$DEV" --timeout 60s -s 4096 -n 500 --set warmup=100 --interval 0.1)
   for i in 1 2 3; do
     start server "$RDMA_RUN" "${args[@]}" --listen "$port" --json "$case_dir/server-$i.json"
     wait_listen "$port" server || return 1

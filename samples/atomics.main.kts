@@ -20,9 +20,9 @@ fun HashSet<Long>.checkNew(qp: Int, old: Long, inflight: Int) {
 }
 
 rdma {
-    val iterations = intParam("iterations", 1000)
-    val qps = intParam("qps", 4)
-    val inflight = intParam("inflight", 4)
+    val iterations = intParam("iterations", 1000) // fetch-and-adds per QP in each of the two phases
+    val qps = intParam("qps", 4) // QPs, all adding to the one word of the server
+    val inflight = intParam("inflight", 4) // adds in flight at once per QP in the second phase
     qps(qps)
     bufferSize(64)
     if (isServer) remoteAccess(RemoteAccess.ATOMIC) // only the server's word is the target

@@ -12,7 +12,7 @@
 import dev.rdmarun.dsl.*
 
 rdma {
-    qps(intParam("qps", 4))
+    qps(intParam("qps", 4)) // QPs, each sending one message each way
     sharedCq()
     connect(peer)
 

@@ -1,8 +1,9 @@
 // write-bw: RDMA WRITE bandwidth, like ib_write_bw. On every QP the client keeps `depth` writes
 // of `size` bytes in flight (write, then awaitCompletion once `depth` are outstanding) until it
-// has written `iterations` (or for `seconds`, when given); one write in `signal` is signaled, as
-// perftest's cq_mod. Its table has the bandwidth (a WRITE leaves no completion on the server,
-// whose table stays empty). The server then checks that the written bytes arrived.
+// has written `iterations` (or for `seconds`, when given); one write in `signal` (-Q) is signaled,
+// as perftest's cq_mod (the DSL reads `signal` itself). Its table has the bandwidth (a WRITE
+// leaves no completion on the server, whose table stays empty). The server then checks that the
+// written bytes arrived.
 //
 //   server: bin/rdma-run samples/write-bw.main.kts --listen 18515 -d rxe0
 //   client: bin/rdma-run samples/write-bw.main.kts --peer 10.77.0.1 -d rxe0
@@ -15,12 +16,11 @@ import dev.rdmarun.dsl.*
 import java.lang.foreign.ValueLayout.JAVA_BYTE
 
 rdma {
-    val size = intParam("size", 65536)
-    val depth = maxOf(intParam("depth", 16), 1)
-    qps(intParam("qps", 1))
+    val size = intParam("size", 65536) // bytes of each WRITE (the buffer size)
+    val depth = maxOf(intParam("depth", 16), 1) // WRITEs in flight per QP
+    qps(intParam("qps", 1)) // QPs, each writing `iterations` times
     bufferSize(size)
     sendDepth(depth)
-    signalEvery(intParam("signal", 1).coerceIn(1, depth))
     if (isServer) remoteAccess(RemoteAccess.WRITE) // only the server's buffers are written
     connect(peer)
 

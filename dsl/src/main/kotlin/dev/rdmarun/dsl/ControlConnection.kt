@@ -117,7 +117,7 @@ internal class ControlConnection private constructor(
 
     /**
      * Reads one frame under the current deadline; [what] names it in sentences ("hello").
-     * An expired deadline says whether the peer was silent or too slow.
+     * An expired deadline is an [RdmaTimeoutException] that says whether the peer was silent or too slow.
      */
     private fun readFrame(what: String, magic: Boolean = false, max: Int = FrameCodec.MAX_FRAME): Frame {
         try {
@@ -126,9 +126,9 @@ internal class ControlConnection private constructor(
         } catch (e: PeerException) {
             if (e.cause !is SocketTimeoutException) throw e
             throw if (deadlineInput.bytesSinceDeadline > 0) {
-                PeerException("$peerLabel sent its $what too slowly: no complete $what within $timeout", e)
+                RdmaTimeoutException("$peerLabel sent its $what too slowly: no complete $what within $timeout", e)
             } else {
-                PeerException("no answer from $peerLabel within $timeout while this side waited for its $what", e)
+                RdmaTimeoutException("no answer from $peerLabel within $timeout while this side waited for its $what", e)
             }
         }
     }
@@ -187,6 +187,9 @@ internal class ControlConnection private constructor(
         } catch (e: PeerException) {
             // Another version, another protocol, garbage: tell the peer, which may be an rdma-run.
             if (e.cause !is IOException) trySend(Failure(e.message.orEmpty()))
+            throw e
+        } catch (e: RdmaTimeoutException) {
+            trySend(Failure(e.message.orEmpty())) // a silent or dripping peer may still read
             throw e
         }
         val remote = when (frame) {
@@ -268,11 +271,12 @@ internal class ControlConnection private constructor(
     /**
      * From now on a reader thread takes the frames: barriers and done frames go to [await],
      * heartbeats go to [onHeartbeat] (they prove the peer alive and carry its progress); a Failure
-     * frame, a closed connection or silence longer than the timeout is reported once to [onLost].
+     * frame or a closed connection ([PeerException]), or silence longer than the timeout
+     * ([RdmaTimeoutException]), is reported once to [onLost].
      * This side's heartbeats ([heartbeat] makes each) go out every quarter of the timeout, at
      * least once a second.
      */
-    fun startWatching(onLost: (PeerException) -> Unit, onHeartbeat: (Heartbeat) -> Unit, onFrame: (Frame) -> Unit, heartbeat: () -> Heartbeat) {
+    fun startWatching(onLost: (Exception) -> Unit, onHeartbeat: (Heartbeat) -> Unit, onFrame: (Frame) -> Unit, heartbeat: () -> Heartbeat) {
         reader = Thread.ofPlatform().daemon(true).name("rdma-run-control-reader").start {
             try {
                 while (!closing) {
@@ -302,11 +306,11 @@ internal class ControlConnection private constructor(
                 }
             } catch (e: PeerException) {
                 if (!closing) {
-                    val lost = when (e.cause) {
+                    val lost: Exception = when (e.cause) {
                         is SocketTimeoutException -> if (deadlineInput.bytesSinceDeadline > 0) {
-                            PeerException("the ${peerRole.label} sent its frames too slowly: no complete frame within $timeout", e)
+                            RdmaTimeoutException("the ${peerRole.label} sent its frames too slowly: no complete frame within $timeout", e)
                         } else {
-                            PeerException("the ${peerRole.label} sent nothing for $timeout (not even heartbeats): it hangs or the network is down", e)
+                            RdmaTimeoutException("the ${peerRole.label} sent nothing for $timeout (not even heartbeats): it hangs or the network is down", e)
                         }
                         is java.io.EOFException ->
                             PeerException("the ${peerRole.label} closed the control connection in the middle of the scenario (it crashed or was killed)", e)
@@ -525,19 +529,21 @@ internal class ControlConnection private constructor(
             val found = synchronized(lock) { chosen }
             if (found == null) {
                 val words = strayWords()
-                throw PeerException("no client completed the hello on TCP port $port within $timeout" + if (words.isEmpty()) "" else "; $words")
+                throw RdmaTimeoutException("no client completed the hello on TCP port $port within $timeout" + if (words.isEmpty()) "" else "; $words")
             }
             strayWords().takeIf { it.isNotEmpty() }?.let { note("$it; ${found.connection.peerLabel} completed it") }
             return found
         }
 
         /**
-         * Connects, retrying refused connections until the timeout: the server may start later.
-         * Stops early, with a CancellationException, once [keepTrying] says no (checked every second at most).
+         * Connects, retrying refused connections until the timeout (then an [RdmaTimeoutException]):
+         * the server may start later. Another I/O error ends it at once ([PeerException]). Stops early,
+         * with a CancellationException, once [keepTrying] says no (checked every second at most).
          */
         fun connect(peer: Peer.Connect, timeout: Duration, keepTrying: () -> Boolean = { true }): ControlConnection {
             val deadline = deadlineAfter(timeout)
             var last: IOException
+            var timedOut = true
             while (true) {
                 if (!keepTrying()) throw CancellationException("connecting to ${peer.host}:${peer.port} was cancelled")
                 val socket = Socket()
@@ -553,12 +559,16 @@ internal class ControlConnection private constructor(
                 } catch (e: IOException) {
                     socket.close()
                     last = e
-                    if (e !is ConnectException && e !is NoRouteToHostException && e !is SocketTimeoutException) break
+                    if (e !is ConnectException && e !is NoRouteToHostException && e !is SocketTimeoutException) {
+                        timedOut = false
+                        break
+                    }
                 }
                 if (System.nanoTime() - deadline >= 0) break
                 Thread.sleep(100) // the server may not listen yet
             }
-            throw PeerException("cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"} (is the server started with --listen ${peer.port}?)", last)
+            val sentence = "cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"} (is the server started with --listen ${peer.port}?)"
+            throw if (timedOut) RdmaTimeoutException(sentence, last) else PeerException(sentence, last)
         }
 
         /** A connection over an already connected socket (tests; launchers that accept themselves). */

@@ -5,7 +5,7 @@ import kotlin.time.Duration.Companion.days
 
 /**
  * The longest timeout or run length rdma-run accepts, 7 days: the launcher's `--timeout`, `-D`
- * (parameter `seconds`) and `-i`, `pingpong`'s `--timeout` and `--peer-timeout`, and the DSL's
+ * (parameter `seconds`) and `--interval`, `pingpong`'s `--timeout` and `--peer-timeout`, and the DSL's
  * `timeout(...)`. Anything longer is a typo rather than a plan (`1000000d`), and it keeps every
  * deadline far from where `System.nanoTime() + timeout` overflows (then a wait would end at once)
  * and every timeout in milliseconds within a socket timeout's `Int`.

@@ -21,7 +21,6 @@ import dev.rdmarun.runtime.engine.QpEngine
 import java.security.SecureRandom
 import java.util.EnumSet
 import kotlin.time.Duration
-import kotlin.time.Duration.Companion.nanoseconds
 import kotlin.time.Duration.Companion.seconds
 import kotlin.time.toJavaDuration
 import kotlinx.coroutines.CancellationException
@@ -47,7 +46,7 @@ data class PreflightReport(
     val exchanges: Long,
     val nanos: Long,
     val quiet: Boolean,
-    val quietMillis: Long = Preflight.QUIET.inWholeMilliseconds,
+    val quietMillis: Long = JitQuiet.QUIET_NANOS / 1_000_000,
 ) {
     /** E.g. `pre-flight on soft0: 6 rounds of 1000 local exchanges in 1.9 s, until no compilation for 0.5 s`. */
     fun describe(): String {
@@ -82,9 +81,6 @@ data class PreflightReport(
  * its failure is never the scenario's.
  */
 internal object Preflight {
-    /** Rounds end once no compilation finished for this long (and during the last two rounds): [JitQuiet]'s rule. */
-    val QUIET: Duration = JitQuiet.QUIET_NANOS.nanoseconds
-
     /** The longest a pre-flight runs (besides half the scenario's timeout). */
     val BOUND: Duration = 10.seconds
 

@@ -9,6 +9,9 @@ import kotlin.coroutines.intrinsics.intercepted
 import kotlin.coroutines.intrinsics.suspendCoroutineUninterceptedOrReturn
 import kotlin.coroutines.resume
 import kotlin.coroutines.resumeWithException
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Job
+import kotlinx.coroutines.ensureActive
 
 /**
  * One QP's coroutine layer over its [QpEngine]: each operation posts through the engine and, when
@@ -17,6 +20,13 @@ import kotlin.coroutines.resumeWithException
  *
  * A parked coroutine is the caller's own continuation, resumed through the dispatcher's task
  * queue: one reusable continuation per QP, no object per wait.
+ *
+ * A parked wait is cancellable as kotlinx's own suspending functions are: once the waiting
+ * coroutine's [Job] is cancelled (`withTimeout` around the wait, a cancelled `launch`), the
+ * dispatcher's next round ends the wait with the job's CancellationException ([releaseIfCancelled]),
+ * and nothing the wait would have consumed is consumed: no message taken, no work request marked
+ * awaited, nothing posted. The job is read at [park] (a context lookup, nothing allocated) and
+ * polled, not watched with a handler, so the data path still allocates nothing per wait.
  */
 internal class QpDriver(private val session: Session, val engine: QpEngine) : QpScope, QpEngine.Listener, LoopHost {
     override val index: Int = engine.index()
@@ -26,6 +36,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     val rounds = Rounds()
 
     private var waiter: Continuation<Any?>? = null
+    /** The parked coroutine's job, polled for cancellation ([releaseIfCancelled]); null when none waits. */
+    private var waitJob: Job? = null
     private var waitKind = NONE
     private var waitTarget = 0L
     private var waitOp = OpKind.SEND
@@ -186,11 +198,18 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         return suspendCoroutineUninterceptedOrReturn { c -> park(c, COMPLETION, seq) }
     }
 
-    override suspend fun awaitCompletions(n: Int): Completion {
-        if (n < 1) throw ScenarioException("awaitCompletions($n) on QP $index: n must be at least 1")
-        var last: Completion? = null
-        for (i in 0 until n) last = awaitCompletion()
-        return last!!
+    override suspend fun awaitCompletions(n: Int): List<Completion> {
+        if (n < 0) throw ScenarioException("awaitCompletions($n) on QP $index: n cannot be negative")
+        stopped()
+        val outstanding = engine.outstanding()
+        if (n > outstanding) {
+            throw ScenarioException("awaitCompletions($n) on QP $index: only $outstanding work request${if (outstanding == 1) " is" else "s are"} " +
+                "outstanding (posted and not awaited yet)")
+        }
+        if (n == 0) return emptyList()
+        val all = ArrayList<Completion>(n)
+        for (i in 0 until n) all.add(awaitCompletion())
+        return all
     }
 
     override suspend fun awaitAll() = awaitThrough(COMPLETED_ALL)
@@ -334,6 +353,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         }
         @Suppress("UNCHECKED_CAST")
         waiter = c as Continuation<Any?>
+        waitJob = c.context[Job]
         waitKind = kind
         waitTarget = target
         waitSince = System.nanoTime()
@@ -346,6 +366,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         val c = waiter!!
         session.unparked(waitKind == CREDIT)
         waiter = null
+        waitJob = null
         waitKind = NONE
         waitingFor = null
         return c
@@ -360,6 +381,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     /** Resumes the parked coroutine when its condition holds; true if it did. */
     private fun tryResume(): Boolean {
         if (waiter == null) return false
+        // A cancelled wait takes nothing: the message or completion stays for the next wait.
+        if (releaseIfCancelled()) return true
         val value: Any = when (waitKind) {
             CREDIT, WINDOW -> if (engine.blockedOn(waitOp) == 0L) Unit else return false
             COMPLETION -> if (engine.completedThrough() >= waitTarget) {
@@ -385,6 +408,24 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
 
     /** A credit wait re-reads the credit word (the peer writes it without a completion here). */
     fun pollCredit(): Boolean = waitKind == CREDIT && tryResume()
+
+    /**
+     * Ends the parked wait if its coroutine's job was cancelled (kotlinx's `withTimeout` around it,
+     * a cancelled scope): it then throws the job's CancellationException, or the scenario's failure
+     * when that is what cancelled it, and takes nothing. True if it did. Dispatcher thread.
+     */
+    fun releaseIfCancelled(): Boolean {
+        val job = waitJob ?: return false
+        if (!job.isCancelled) return false
+        val cause: Throwable = session.failure ?: try {
+            job.ensureActive()
+            return false // not cancelled after all: a job that completed normally
+        } catch (e: CancellationException) {
+            e
+        }
+        unpark().intercepted().resumeWithException(cause)
+        return true
+    }
 
     /** Ends a parked wait with [cause] (the scenario failed or was cancelled). */
     fun abort(cause: Throwable) {

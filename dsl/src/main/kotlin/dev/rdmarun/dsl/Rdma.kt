@@ -105,7 +105,8 @@ object RdmaDefaults {
 }
 
 /**
- * Runs a scenario and returns what it measured; blocks the calling thread (scripts, `main`).
+ * Runs a scenario and returns what it measured, **blocking the calling thread** until both sides
+ * finished: the scenario's `runBlocking`, for scripts, `main` and tests.
  *
  * ```
  * val result = rdma {
@@ -117,18 +118,49 @@ object RdmaDefaults {
  * println(result.table())
  * ```
  *
+ * **Blocking or suspending.** The names follow kotlinx's: `rdma { }` is to [rdmaScope] what
+ * `runBlocking { }` is to `coroutineScope { }`. Both run the same scenario the same way (`rdma`
+ * is `runBlocking { rdmaScope(options, block) }`), on the scenario's own thread; they differ only
+ * in what the caller's thread does meanwhile:
+ *
+ * - `rdma { }` blocks it. Use it where nothing is suspended: a `.main.kts` script, `fun main`, a
+ *   plain test. Never inside a coroutine: it would hold that coroutine's thread (on
+ *   `Dispatchers.Default`, a core) for the whole run, as `runBlocking` would.
+ * - `rdmaScope { }` is a `suspend fun`: it suspends the calling coroutine and frees its thread.
+ *   Use it from coroutine code (an application's coroutines, both peers of a test in one
+ *   `coroutineScope`, several scenarios at once). It is structured as `coroutineScope` is: it
+ *   returns once the scenario and every coroutine it started (`forEachQp`) finished, and
+ *   cancelling the caller cancels the scenario, which tears it down and tells the peer.
+ * - Java has neither (no suspend lambdas): [RdmaJava.run] blocks, as `rdma` does.
+ *
  * The block runs once, on the thread that polls the scenario's completion queues: settings, then
  * `connect(peer)`, which validates them and connects, then operations that post for real. When the
  * block returns, this side waits for its work to complete and for the peer to finish too.
  * Failures are [ScenarioException]s (one sentence, [ScenarioException.hint] when a likely fix is
- * known), [dev.rdmarun.runtime.engine.EngineException]s from an operation's call, or the
- * runtime's VerbsException.
+ * known), [RdmaTimeoutException]s when a wait outlived the scenario's timeout (a
+ * `java.util.concurrent.TimeoutException`, never a CancellationException),
+ * [dev.rdmarun.runtime.engine.EngineException]s from an operation's call, or the runtime's
+ * VerbsException.
  */
 fun rdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
-    runBlocking { runRdma(options, block) }
+    runBlocking { rdmaScope(options, block) }
 
-/** [rdma] for coroutine callers: suspends instead of blocking; cancelling it tears the scenario down. */
-suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult {
+/**
+ * [rdma] for coroutine callers: runs the same scenario but **suspends** the caller instead of
+ * blocking its thread, as `coroutineScope { }` does where `runBlocking { }` blocks (see [rdma]
+ * for when to use which). Returns once the scenario and every coroutine it started finished;
+ * cancelling the caller cancels the scenario (it is torn down and the peer told), and its failures
+ * are [rdma]'s. Two peers in one process:
+ *
+ * ```
+ * coroutineScope {
+ *     val server = async(Dispatchers.IO) { rdmaScope(RdmaOptions(peer = Peer.listen(port))) { connect(peer); ... } }
+ *     val client = async(Dispatchers.IO) { rdmaScope(RdmaOptions(peer = Peer.connect("127.0.0.1", port))) { connect(peer); ... } }
+ *     server.await() to client.await()
+ * }
+ * ```
+ */
+suspend fun rdmaScope(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult {
     // Read once, on the caller's thread: the rest runs on the scenario's own thread.
     val checkOnly = RdmaDefaults.checkOnly
     val onResult = RdmaDefaults.onResult
@@ -146,6 +178,12 @@ suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: suspend 
     if (!checkOnly) onResult?.invoke(result)
     return result
 }
+
+/** [rdmaScope]'s former name: a `run` name reads like kotlinx's blocking `runBlocking`, where this one suspends as `coroutineScope` does. */
+@Deprecated("Renamed to rdmaScope, after kotlinx's coroutineScope: a run- name reads like the blocking runBlocking",
+    ReplaceWith("rdmaScope(options, block)"))
+suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
+    rdmaScope(options, block)
 
 /** What reading `peer` says when neither a launcher nor the application gave one. */
 internal const val NO_PEER =

@@ -3,6 +3,7 @@ package dev.rdmarun.dsl
 import java.lang.foreign.MemorySegment
 import java.util.concurrent.ExecutionException
 import java.util.concurrent.Executors
+import java.util.concurrent.TimeoutException
 import java.util.function.Consumer
 import java.util.function.Supplier
 import kotlin.coroutines.ContinuationInterceptor
@@ -30,9 +31,16 @@ import kotlinx.coroutines.runInterruptible
  * ```
  */
 object RdmaJava {
-    /** Runs [scenario] as `rdma(options) { }` runs its block; blocks the caller until both sides finished. */
+    /**
+     * Runs [scenario] as `rdma(options) { }` runs its block; blocks the caller until both sides
+     * finished. A wait that outlived the scenario's timeout ends the run with an
+     * [RdmaTimeoutException], a checked `java.util.concurrent.TimeoutException` declared here
+     * (the operations inside the scenario, called from `Consumer`s, do not declare it: catch it
+     * around this call). Other failures are unchecked ([ScenarioException] and the like).
+     */
     @JvmStatic
     @JvmOverloads
+    @Throws(TimeoutException::class)
     fun run(options: RdmaOptions = RdmaDefaults.options, scenario: Consumer<JavaScenario>): ScenarioResult = rdma(options) {
         val scope = this
         val thread = currentCoroutineContext()[ContinuationInterceptor]!!
@@ -250,7 +258,7 @@ class JavaQp internal constructor(private val q: QpScope, thread: CoroutineConte
 
     fun awaitCompletion(): Completion = on(thread) { q.awaitCompletion() }
 
-    /** [QpScope.awaitCompletions]: [awaitCompletion] [n] times; returns the last completion. */
-    fun awaitCompletions(n: Int): Completion = on(thread) { q.awaitCompletions(n) }
+    /** [QpScope.awaitCompletions]: the completions of the [n] oldest unawaited work requests, oldest first. */
+    fun awaitCompletions(n: Int): List<Completion> = on(thread) { q.awaitCompletions(n) }
     fun awaitAll() = on(thread) { q.awaitAll() }
 }

@@ -177,7 +177,10 @@ internal suspend inline fun CommonScope.loop(loop: RepeatLoop, block: () -> Unit
  * an operation the peer did not grant with `remoteAccess(...)` fails at the call.
  *
  * Every wait ends, at the latest, once the peer has made no progress for the scenario's timeout,
- * with a sentence naming what this side waited for and what the peer last did.
+ * with an [RdmaTimeoutException] (a `java.util.concurrent.TimeoutException`) whose sentence names
+ * what this side waited for and what the peer last did; that ends the scenario. Every wait is
+ * cancellable too, as kotlinx's suspending functions are: `withTimeout(d) { receive() }` (or
+ * `withTimeoutOrNull`) ends just that wait, which then took nothing (see [RdmaTimeoutException]).
  */
 @RdmaDsl
 interface QpScope : CommonScope {
@@ -259,8 +262,23 @@ interface QpScope : CommonScope {
      */
     suspend fun awaitCompletion(): Completion
 
-    /** [awaitCompletion] [n] times; returns the last completion. */
-    suspend fun awaitCompletions(n: Int): Completion
+    /**
+     * Waits for the [n] oldest posted work requests not yet awaited and returns their completions,
+     * oldest first: what [n] calls of [awaitCompletion] would return, in the order they would
+     * return it (the order the work requests were posted). `awaitCompletions(0)` is an empty list;
+     * [n] larger than [outstanding] fails at the call, before anything is awaited.
+     *
+     * It allocates the list, one per call: a hot loop that needs no list, only its work done,
+     * is `repeat(n) { awaitCompletion() }` (nothing allocated while the completions repeat) or [awaitAll].
+     *
+     * A work request that completes with an error ends the scenario, as it does for
+     * [awaitCompletion]: this call then throws that failure and returns nothing, the completions
+     * before it included. Each of the [n] waits has the scenario's deadline of its own (it ends
+     * once the peer has made no progress for `timeout`, with an [RdmaTimeoutException]), not one
+     * for all [n]; `withTimeout` around the call cancels it as a whole, and the completions it
+     * awaited by then are awaited (they do not come back).
+     */
+    suspend fun awaitCompletions(n: Int): List<Completion>
 
     /** Waits for every posted work request. */
     suspend fun awaitAll()
@@ -318,7 +336,10 @@ interface ScenarioScope : CommonScope {
      */
     fun remoteAccess(vararg access: RemoteAccess)
 
-    /** Bound on waits: connecting, the handshake, and any wait during which the peer makes no progress. */
+    /**
+     * Bound on waits: connecting, the handshake, and any wait during which the peer makes no
+     * progress. A wait that outlives it throws an [RdmaTimeoutException], which ends the scenario.
+     */
     fun timeout(duration: Duration)
 
     /**
@@ -349,7 +370,12 @@ interface ScenarioScope : CommonScope {
      */
     suspend fun connect(peer: Peer)
 
-    /** Waits until the peer reaches its matching barrier (over the control connection). */
+    /**
+     * Waits until the peer reaches its matching barrier (over the control connection); first this
+     * side's posted work completes. Its deadline is the scenario's: an [RdmaTimeoutException] once
+     * the peer has made no progress for `timeout`. Not one to cancel alone (`withTimeout` around
+     * it): the peer's barrier frame would then meet this side's next barrier, out of step.
+     */
     suspend fun barrier()
 
     /** Runs [block] on QP [index]. */

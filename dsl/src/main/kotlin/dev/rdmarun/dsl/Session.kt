@@ -431,12 +431,17 @@ internal class Session(
 
     private var rounds = 0
 
-    /** Credits change without a completion, and waits have deadlines: checked while anything waits. */
+    /**
+     * Credits change without a completion, waits have deadlines, and a waiting coroutine may be
+     * cancelled (kotlinx's `withTimeout` around a wait): checked while anything waits.
+     */
     override fun doWork(): Int {
         if (waiters == 0) return 0
         var work = 0
         // Indexed loops: an iterator here would be garbage on every round of the dispatcher.
         if (creditWaiters > 0) for (i in drivers.indices) if (drivers[i].pollCredit()) work++
+        // Every round: a field and the job's state per QP, so a cancelled wait ends within a round.
+        for (i in drivers.indices) if (drivers[i].releaseIfCancelled()) work++
         // Deadlines are seconds long: every 64th round is often enough, and keeps the rounds of a
         // busy-polling wait short (a completion is noticed sooner).
         if ((++rounds and 63) == 0) {
@@ -569,7 +574,7 @@ internal class Session(
      * The sentence for a wait that ran out: what this side waited for, and what the peer last did.
      * [what] completes "the server waited 30s for ..."; [qp] is the QP it waited on, if any.
      */
-    fun waitedTooLong(what: String, qp: Int?, receiving: Boolean, onCredit: Boolean): ScenarioException {
+    fun waitedTooLong(what: String, qp: Int?, receiving: Boolean, onCredit: Boolean): RdmaTimeoutException {
         val h = lastHeartbeat
         val peerWaits = h?.waiting?.let { printable(it) }
         val peerPart = when {
@@ -583,7 +588,7 @@ internal class Session(
             h == null -> "; $peerLabel sent no progress report"
             else -> "; $peerLabel is alive but made no progress for ${settings.timeout} (busy in its own code?)"
         }
-        return ScenarioException("the ${role.label} waited ${settings.timeout} for $what$peerPart")
+        return RdmaTimeoutException("the ${role.label} waited ${settings.timeout} for $what$peerPart")
     }
 
     /** The sentence for a receive() the peer can no longer answer. */
@@ -680,7 +685,7 @@ internal class Session(
                         "on the same QP, or give --set warmup=N for a fixed warm-up")
                 }
                 if (waitExpired(since, System.nanoTime())) {
-                    throw ScenarioException("the ${role.label} waited ${settings.timeout} for $peerLabel's repeat { } $where to end warm-up round $round: " +
+                    throw RdmaTimeoutException("the ${role.label} waited ${settings.timeout} for $peerLabel's repeat { } $where to end warm-up round $round: " +
                         "a loop that exchanges messages needs its partner repeat { } (or runFor) on the peer, on the same QP, " +
                         "or --set warmup=N for a fixed warm-up")
                 }

@@ -2,12 +2,13 @@ package dev.rdmarun.dsl
 
 /**
  * The parameters every scenario understands, with the names perftest users know: the launcher's
- * `-s`, `-n`, `-q`, `-t`, `-D`, `-I` set them (as `--set` does), and the DSL itself reads them, so a
- * script need not: `repeat { }` reads [WARMUP], [ITERATIONS] and [SECONDS]; at `connect(peer)`, [WARMUP], [QPS],
- * [DEPTH] and [INLINE], when given, replace what `qps(n)`, `sendDepth(n)` and `inlineThreshold(n)`
- * said (the script's numbers are the defaults), and [SIZE] is the buffer size of a script that
- * does not call `bufferSize(n)` (so `send()` moves [SIZE] bytes). A script reads them as it reads any
- * parameter (`sizeParam("size", 4096)`) to use them otherwise.
+ * `-s`, `-n`, `-q`, `-t`, `-D`, `-I`, `-m`, `-Q` set them (as `--set` does), and the DSL itself
+ * reads them, so a script need not: `repeat { }` reads [WARMUP], [ITERATIONS] and [SECONDS]; at
+ * `connect(peer)`, [WARMUP], [QPS], [DEPTH], [INLINE], [MTU] and [SIGNAL], when given, replace what
+ * `qps(n)`, `sendDepth(n)`, `inlineThreshold(n)`, `mtu(n)` and `signalEvery(n)` said (the script's
+ * numbers are the defaults), and [SIZE] is the buffer size of a script that does not call
+ * `bufferSize(n)` (so `send()` moves [SIZE] bytes). A script reads them as it reads any parameter
+ * (`sizeParam("size", 4096)`) to use them otherwise.
  */
 object StandardParameters {
     /** Message size in bytes (`-s`), suffixes allowed: `4K`, `1M`. */
@@ -41,8 +42,14 @@ object StandardParameters {
     /** Largest inline send or write in bytes (`-I`). */
     const val INLINE = "inline"
 
+    /** Path MTU cap in bytes, 256..4096 (`-m`): part of the scenario, since both ends of a QP must use one MTU. */
+    const val MTU = "mtu"
+
+    /** One work request in this many is signaled (`-Q`, perftest's cq_mod; the samples' `signal`). */
+    const val SIGNAL = "signal"
+
     /** The names the DSL reads at `connect(peer)` in every scenario. */
-    val READ_AT_CONNECT: List<String> = listOf(QPS, DEPTH, INLINE)
+    val READ_AT_CONNECT: List<String> = listOf(QPS, DEPTH, INLINE, MTU, SIGNAL)
 
     private val SIZE_TEXT = Regex("(\\d+)\\s*([kmg]i?b?|b)?", RegexOption.IGNORE_CASE)
 
@@ -72,6 +79,8 @@ object StandardParameters {
         whole(QPS)?.let { s = s.copy(qps = it) }
         whole(DEPTH)?.let { s = s.copy(sendDepth = it) }
         whole(INLINE)?.let { s = s.copy(inlineThreshold = it) }
+        whole(MTU)?.let { s = s.copy(mtu = it) }
+        whole(SIGNAL)?.let { s = s.copy(signalEvery = it) }
         if (!bufferSizeSet) parameters[SIZE]?.let { text ->
             s = s.copy(bufferSize = parseSize(text)
                 ?: throw ScenarioException("parameter $SIZE must be a size in bytes like 4096, 4K or 1M, not '${printable(text)}'"))

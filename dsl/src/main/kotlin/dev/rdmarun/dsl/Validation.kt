@@ -29,6 +29,7 @@ class PeerException(message: String, cause: Throwable? = null) : ScenarioExcepti
 /** What a launcher prints for a failed run: the sentence, and the hint on a second line when there is one. */
 fun describeFailure(t: Throwable): String = when (t) {
     is ScenarioException -> t.describe()
+    is RdmaTimeoutException -> t.message.orEmpty()
     is VerbsException -> t.describe()
     is EngineException -> if (t.hint() == null) t.message.orEmpty() else "${t.message}\n  hint: ${t.hint()}"
     else -> t.message ?: t.toString()

@@ -39,7 +39,7 @@ data class WarmupSummary(
             MODE_NONE -> "none (--set warmup=0): the figures include this loop's JIT warm-up"
             MODE_FIXED -> "$iterationsPerRound iterations in ${seconds()} (--set warmup=$iterationsPerRound), not watched for the JIT"
             else -> "$rounds rounds of $iterationsPerRound in ${seconds()}, " + if (quiet) {
-                "until no compilation for ${QUIET_NANOS / 1_000_000_000.0} s"
+                "until no compilation for ${JitQuiet.QUIET_NANOS / 1_000_000_000.0} s"
             } else {
                 "stopped at its ${LIMIT_NANOS / 1_000_000_000} s bound with the JIT still compiling"
             }
@@ -57,8 +57,6 @@ data class WarmupSummary(
         const val MODE_FIXED = "fixed"
         const val MODE_NONE = "none"
 
-        /** Quiet: [JitQuiet]'s rule. */
-        const val QUIET_NANOS = JitQuiet.QUIET_NANOS
 
         /** The warm-up ends after this long even if the JIT still compiles (under emulation one C2 compilation takes seconds). */
         const val LIMIT_NANOS = 30_000_000_000L

@@ -1,6 +1,8 @@
 package dev.rdmarun.dsl;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rdmarun.runtime.engine.OpKind;
@@ -9,9 +11,11 @@ import java.net.ServerSocket;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -24,7 +28,7 @@ class RdmaJavaTest {
     /** What each side saw, by name, for the assertions after the run. */
     private final Map<String, Object> seen = new ConcurrentHashMap<>();
 
-    private ScenarioResult side(Peer peer) {
+    private ScenarioResult side(Peer peer) throws TimeoutException {
         return RdmaJava.run(new RdmaOptions().withPeer(peer), s -> {
             s.device("soft0");
             s.qps(2);
@@ -48,7 +52,7 @@ class RdmaJavaTest {
                 qp.client(c -> {
                     c.writeWithImm(21, 8, 0, 0, 0, 0);
                     c.send(8, 0);
-                    seen.put("the last of two completions", c.awaitCompletions(2).getOpcode());
+                    seen.put("both completions, oldest first", c.awaitCompletions(2).stream().map(Completion::getOpcode).toList());
                     Message echo = c.measureRoundTrip("round trip", () -> {
                         c.send(8, 0);
                         return c.receive();
@@ -83,10 +87,44 @@ class RdmaJavaTest {
             assertEquals(List.of(11, 11), seen.get("every QP's writeWithImm"));
             assertEquals(List.of(12, 12), seen.get("every QP's sendWithImm"));
             assertEquals(21, seen.get("QP 0's writeWithImm"));
-            assertEquals(OpKind.SEND, seen.get("the last of two completions"));
+            assertEquals(List.of(OpKind.WRITE_WITH_IMM, OpKind.SEND), seen.get("both completions, oldest first"));
             assertEquals(8, seen.get("the echo's length"));
             assertTrue(serverResult.getSections().containsKey("first message"), serverResult.getSections().keySet().toString());
             assertTrue(clientResult.getSections().containsKey("round trip"), clientResult.getSections().keySet().toString());
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /** A wait's deadline reaches Java as the checked TimeoutException that RdmaJava.run declares, with its one sentence. */
+    @Test
+    @Timeout(120)
+    void aWaitsDeadlineIsATimeoutExceptionInJava() throws Exception {
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        Map<String, String> noWarmup = Map.of("warmup", "0", "preflight", "0"); // the server's 2 s include waiting for the client's hello
+        ExecutorService pool = Executors.newFixedThreadPool(2);
+        try {
+            Future<ScenarioResult> server = pool.submit(() -> RdmaJava.run(new RdmaOptions().withParameters(noWarmup).withPeer(Peer.listen(port)), s -> {
+                s.device("soft0");
+                s.timeoutMillis(2_000);
+                s.connect(s.getPeer());
+                s.qp(0, qp -> qp.receive()); // the client never sends
+            }));
+            Future<ScenarioResult> client = pool.submit(() -> RdmaJava.run(new RdmaOptions().withParameters(noWarmup).withPeer(Peer.connect("127.0.0.1", port)), s -> {
+                s.device("soft0");
+                s.timeoutMillis(60_000); // a local setting: the server's wait is the one that ends
+                s.connect(s.getPeer());
+                s.barrier();
+            }));
+            ExecutionException atServer = assertThrows(ExecutionException.class, server::get);
+            TimeoutException timeout = assertInstanceOf(TimeoutException.class, atServer.getCause());
+            assertInstanceOf(RdmaTimeoutException.class, timeout);
+            assertTrue(timeout.getMessage().startsWith("the server waited 2s for a message in receive() on QP 0; "), timeout.getMessage());
+            ExecutionException atClient = assertThrows(ExecutionException.class, client::get);
+            assertInstanceOf(PeerException.class, atClient.getCause()); // the client did not time out: its peer did, and said so
         } finally {
             pool.shutdownNow();
         }

@@ -112,7 +112,7 @@ class ControlSecuritySpec : FunSpec({
                         }
                     }
                 }
-                val e = shouldThrow<PeerException> {
+                val e = shouldThrow<RdmaTimeoutException> {
                     client(listener.localPort, timeout = 1.seconds).use { it.authenticate(creds(Role.CLIENT)) }
                 }
                 e.message shouldBe "the server at 127.0.0.1:${listener.localPort} sent its hello too slowly: no complete hello within 1s"
@@ -136,7 +136,7 @@ class ControlSecuritySpec : FunSpec({
                     }
                 }
             }.accepted
-            val e = accepted.exceptionOrNull().shouldBeInstanceOf<PeerException>()
+            val e = accepted.exceptionOrNull().shouldBeInstanceOf<RdmaTimeoutException>()
             e.message shouldStartWith "no client completed the hello on TCP port "
             e.message shouldContain "within 1s; closed 1 stray connection that did not complete the hello (the last: the client at 127.0.0.1:"
             e.message shouldContain "sent its hello too slowly: no complete hello within 1s)"
@@ -147,7 +147,7 @@ class ControlSecuritySpec : FunSpec({
                 val c = Socket(loopback, l.localPort)
                 ControlConnection.over(l.accept(), 1.seconds, Role.CLIENT) to c
             }
-            val lost = java.util.concurrent.CompletableFuture<PeerException>()
+            val lost = java.util.concurrent.CompletableFuture<Exception>()
             serverSide.startWatching(onLost = { lost.complete(it) }, onHeartbeat = {}, onFrame = {}, heartbeat = { Heartbeat() })
             val dripper = Thread.ofPlatform().start {
                 runCatching {
@@ -160,7 +160,8 @@ class ControlSecuritySpec : FunSpec({
                     }
                 }
             }
-            lost.get(30, java.util.concurrent.TimeUnit.SECONDS).message shouldBe "the client sent its frames too slowly: no complete frame within 1s"
+            lost.get(30, java.util.concurrent.TimeUnit.SECONDS).shouldBeInstanceOf<RdmaTimeoutException>().message shouldBe
+                "the client sent its frames too slowly: no complete frame within 1s"
             serverSide.close()
             raw.close()
             dripper.join()

@@ -52,8 +52,8 @@ class DeviceScenarioSpec : FunSpec({
             val given = mapOf(StandardParameters.WARMUP to "0", StandardParameters.PREFLIGHT to "0") + parameters
             fun options(peer: Peer) = RdmaOptions(parameters = given, overrides = SettingsOverrides(device = device), peer = peer)
             return coroutineScope {
-                val server = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.listen(port)), block) } }
-                val client = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.connect("127.0.0.1", port)), block) } }
+                val server = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.listen(port)), block) } }
+                val client = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.connect("127.0.0.1", port)), block) } }
                 server.await() to client.await()
             }
         }
@@ -72,8 +72,8 @@ class DeviceScenarioSpec : FunSpec({
                 }
             }
             coroutineScope {
-                val server = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.listen(port), null), block) } }
-                val client = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.connect("127.0.0.1", port), monitor), block) } }
+                val server = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.listen(port), null), block) } }
+                val client = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.connect("127.0.0.1", port), monitor), block) } }
                 server.await().getOrThrow()
                 client.await().getOrThrow()
             }

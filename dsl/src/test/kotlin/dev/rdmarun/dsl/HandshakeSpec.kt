@@ -272,7 +272,7 @@ class HandshakeSpec : FunSpec({
 
         test("a silent peer times out") {
             val (s, c) = connectedPair()
-            val e = shouldThrow<PeerException> { server(s, timeout = 200.milliseconds).use { it.handshake(hello(Role.SERVER)) } }
+            val e = shouldThrow<RdmaTimeoutException> { server(s, timeout = 200.milliseconds).use { it.handshake(hello(Role.SERVER)) } }
             e.message shouldBe "no answer from the client within 200ms while this side waited for its hello"
             c.close()
         }
@@ -330,7 +330,7 @@ class HandshakeSpec : FunSpec({
             return serverSide to clientSide
         }
 
-        class Watched(val lost: CompletableDeferred<PeerException>, val heartbeats: Channel<Heartbeat>, val frames: Channel<Frame>)
+        class Watched(val lost: CompletableDeferred<Exception>, val heartbeats: Channel<Heartbeat>, val frames: Channel<Frame>)
 
         fun ControlConnection.watch(heartbeat: () -> Heartbeat = { Heartbeat() }): Watched {
             val w = Watched(CompletableDeferred(), Channel(Channel.UNLIMITED), Channel(Channel.UNLIMITED))
@@ -428,7 +428,7 @@ class HandshakeSpec : FunSpec({
         test("while watching, a silent peer is reported once the timeout passes") {
             val (serverSide, clientSide) = handshaken(timeout = 1.seconds)
             val w = serverSide.watch()
-            withTimeout(30.seconds) { w.lost.await() }.message shouldBe
+            withTimeout(30.seconds) { w.lost.await() }.shouldBeInstanceOf<RdmaTimeoutException>().message shouldBe
                 "the client sent nothing for 1s (not even heartbeats): it hangs or the network is down"
             serverSide.close()
             clientSide.close()

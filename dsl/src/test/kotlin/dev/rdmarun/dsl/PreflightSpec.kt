@@ -64,8 +64,8 @@ class PreflightSpec : FunSpec({
         val port = freePort()
         fun options(peer: Peer) = RdmaOptions(parameters = parameters, overrides = SettingsOverrides(device = "soft0"), peer = peer)
         return coroutineScope {
-            val server = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.listen(port)), block) } }
-            val client = async(Dispatchers.IO) { runCatching { runRdma(options(Peer.connect("127.0.0.1", port)), block) } }
+            val server = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.listen(port)), block) } }
+            val client = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.connect("127.0.0.1", port)), block) } }
             server.await().getOrThrow() to client.await().getOrThrow()
         }
     }

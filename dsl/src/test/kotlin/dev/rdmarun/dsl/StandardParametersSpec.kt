@@ -2,6 +2,7 @@ package dev.rdmarun.dsl
 
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.StringSpec
+import io.kotest.matchers.collections.shouldContainAll
 import io.kotest.matchers.nulls.shouldBeNull
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
@@ -35,6 +36,14 @@ class StandardParametersSpec : StringSpec({
         applied.bufferSize shouldBe 1024
         StandardParameters.applyTo(script, given, bufferSizeSet = true).bufferSize shouldBe 4096
         StandardParameters.applyTo(script, emptyMap(), bufferSizeSet = false) shouldBe script
+    }
+
+    "mtu and signal (perftest's -m and -Q) replace mtu(n) and signalEvery(n)" {
+        val script = ScenarioSettings(mtu = 4096, signalEvery = 16)
+        val applied = StandardParameters.applyTo(script, mapOf("mtu" to "1024", "signal" to "4"), bufferSizeSet = false)
+        applied.mtu shouldBe 1024
+        applied.signalEvery shouldBe 4
+        StandardParameters.READ_AT_CONNECT shouldContainAll listOf("mtu", "signal")
     }
 
     "a standard parameter that is not a number says which and what" {

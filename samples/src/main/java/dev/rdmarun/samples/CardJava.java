@@ -7,6 +7,7 @@ import dev.rdmarun.dsl.RdmaOptions;
 import dev.rdmarun.dsl.ScenarioResult;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
+import java.util.concurrent.TimeoutException;
 
 /**
  * The design card from Java, through {@link RdmaJava} (no suspend lambdas): 4 QPs, each sends
@@ -69,7 +70,7 @@ public final class CardJava {
             System.out.println(result.table());
             System.out.println("card-java " + result.getRole().getLabel() + ": PASS: " + result.getTotal().getOperations()
                     + " work requests, " + result.getTotal().getMessagesReceived() + " messages received");
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | TimeoutException e) { // TimeoutException: a wait outlived the timeout (RdmaTimeoutException)
             System.err.println("card-java: FAIL: " + dev.rdmarun.dsl.ValidationKt.describeFailure(e));
             System.exit(1);
         }

@@ -54,8 +54,10 @@ import kotlin.time.Duration
  * `rdma-run FILE.main.kts ...` (the subcommand `run`): compiles a scenario script, or takes it from
  * the compiled-script cache, and evaluates it with this command line as the defaults of its
  * `rdma { }`: the peer (`--listen` makes this side the server, `--peer` the client, `--loopback`
- * runs both in this JVM), local device choices, `--set` parameters and `--timeout`. Prints each
- * scenario's results table, a live progress line on a terminal, and with `--json` the numbers.
+ * runs both in this JVM; `-p` the TCP port, as perftest's), local device choices (`-d`, `-x`/`-g`,
+ * `-i`: perftest's letters), `--set` parameters and perftest's flags ([PerftestOptions]), and
+ * `--timeout`. Prints each scenario's results table, a live progress line on a terminal, and with
+ * `--json` the numbers.
  *
  * The control connection's shared secret is `--token TEXT` (default: `$RDMA_RUN_TOKEN`), else the
  * per-user secret (`~/.config/rdma-run/secret`, created on first use, mode 0600), else nothing
@@ -77,7 +79,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     /** Who this process is in the scenario. */
     private sealed interface Mode {
-        data class Side(val peer: Peer) : Mode
+        /** [text]: the option's value as typed; [namesPort]: it gives the TCP port (a --peer may leave it to the default or -p). */
+        data class Side(val peer: Peer, val text: String, val namesPort: Boolean) : Mode
         data object Loopback : Mode
     }
 
@@ -86,17 +89,22 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val mode by mutuallyExclusiveOptions(
         option("--listen", metavar = "PORT|ADDR:PORT",
             help = "Be the server: wait for the client on this TCP port (perftest's is ${Peer.DEFAULT_PORT})")
-            .convert { text -> Mode.Side(usage { Peer.parseListen(text) }) },
+            .convert { text -> Mode.Side(usage { Peer.parseListen(text) }, text, namesPort = true) },
         option("--peer", metavar = "HOST|HOST:PORT",
             help = "Be the client: connect to the server at HOST (TCP port ${Peer.DEFAULT_PORT} unless given)")
-            .convert { text -> Mode.Side(usage { parsePeer(text) }) },
+            .convert { text -> Mode.Side(usage { parsePeer(text) }, text, namesPort(text)) },
         option(help = "Run server and client in this JVM, connected over 127.0.0.1, on the same device")
             .switch("--loopback" to Mode.Loopback),
     ).single()
+    /** perftest's -p: the exchange's TCP port, here the control connection's (see [chosenMode]). */
+    private val tcpPort by option("-p", "--port", metavar = "TCPPORT",
+        help = "TCP port of the control connection, as perftest's -p: the port of --peer HOST (default ${Peer.DEFAULT_PORT}) " +
+            "or of --loopback (default: a free one); with --listen PORT or --peer HOST:PORT it must be the same port")
+        .int().restrictTo(1..65535)
     private val device by option("-d", "--ib-dev", metavar = "DEV", help = "RDMA device (default: the scenario's choice, else the first one)")
     private val gidIndex by option("-g", "--gid-idx", "-x", "--gid-index", metavar = "GIDX",
         help = "Local GID index (default: the first RoCE v2 IPv4 GID, see `rdma-run gids`)").int().restrictTo(0..255)
-    private val ibPort by option("--ib-port", metavar = "IBPORT", help = "Port of the device (default 1)").int().restrictTo(1..255)
+    private val ibPort by option("-i", "--ib-port", metavar = "IBPORT", help = "Port of the device, as perftest's -i (default 1)").int().restrictTo(1..255)
     private val parameters by option("--set", metavar = "NAME=VALUE",
         help = "Script parameter, read with param()/intParam(); repeatable; both sides must give the same")
         .convert { text -> usage { parseParameter(text) } }
@@ -114,11 +122,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             require(dir != null && dir.isDirectory) { "the folder of $f does not exist" }
             require(dir.canWrite() && (!f.exists() || f.canWrite())) { "$f is not writable" }
         }
-    private val interval by option("-i", "--interval", metavar = "SECONDS",
-        help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON")
+    /** No short name: perftest uses every letter, and -i is its --ib-port. */
+    private val interval by option("--interval", metavar = "SECONDS",
+        help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON " +
+            "(no short name: -i is perftest's --ib-port)")
         .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it <= MAX_DURATION_SECONDS } ?: fail("'$text' is not a number of seconds from 0.1 to $MAX_DURATION_SECONDS ($MAX_DURATION)") }
     private val histogram by option("--histogram", metavar = "FILE",
-        help = "Write the latency the results lead with (the first measure section, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
+        help = "Write the latency the results lead with (the first measure section, one way for measureRoundTrip, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
         .file(canBeDir = false)
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Bound on control-path waits: connecting, the handshake, a silent peer (e.g. 30s, 2m, 500ms; default: the scenario's, else 30s)")
@@ -154,6 +164,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private var progress: ProgressLine? = null
 
     override fun execute() {
+        perftest.refuseUnsupported()
+        val chosen = chosenMode() // usage errors before the compile's seconds
         interruption() // from here on: Ctrl-C says "interrupted", System.exit says so too
         val host = ScenarioScriptHost(scriptCache) { say("rdma-run: $it", err = true) }
         host.debug = debug
@@ -169,7 +181,6 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             token = secret(),
             script = ScriptSource(script.path, script.name, source.lines().size).also { scriptSource = it },
         )
-        val chosen = mode
         val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
         val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: "none",
             script.path, source, given)
@@ -195,6 +206,32 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         } finally {
             sweep?.close()
             if (!check) writeOutputs(start)
+        }
+    }
+
+    /**
+     * `--listen`/`--peer`/`--loopback` with `-p` applied: the port of a `--peer` that names none
+     * (and of `--loopback`, in [loopbackRun]). A port given both ways must be the same one; `-p`
+     * without a role has nothing to set.
+     */
+    private fun chosenMode(): Mode? {
+        val port = tcpPort ?: return mode
+        return when (val m = mode) {
+            null -> throw UsageError("-p/--port $port is the TCP port of --listen, --peer or --loopback: give one of them")
+            Mode.Loopback -> m
+            is Mode.Side -> {
+                val peer = m.peer
+                if (!m.namesPort && peer is Peer.Connect) return m.copy(peer = peer.copy(port = port))
+                val given = when (peer) {
+                    is Peer.Listen -> peer.port
+                    is Peer.Connect -> peer.port
+                }
+                if (given != port) {
+                    throw UsageError("${if (peer.role == Role.SERVER) "--listen" else "--peer"} ${m.text} and -p/--port $port " +
+                        "give different TCP ports: give the port once")
+                }
+                m
+            }
         }
     }
 
@@ -261,7 +298,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         histogram?.let { file -> writeHistograms(file, runs) }
     }
 
-    /** One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the extension) for the next ones. */
+    /**
+     * One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the
+     * extension) for the next ones. A measureRoundTrip section is written one way (each round trip
+     * halved), the figure the table leads with, so that the file and the table agree.
+     */
     private fun writeHistograms(file: File, runs: List<ResultsRun>) {
         var written = 0
         for (run in runs) {
@@ -274,8 +315,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             try {
                 PrintStream(target.outputStream(), false, Charsets.UTF_8).use { out ->
                     out.println("# rdma-run ${script.name}: ${run.role}${run.label?.let { " ($it)" } ?: ""}, latency $name" +
-                        (if (latency.roundTrip) " (round trips)" else "") + ", microseconds")
-                    LatencySummary.decode(encoded).outputPercentileDistribution(out, 1000.0)
+                        (if (latency.roundTrip) " one way (half of each round trip)" else "") + ", microseconds")
+                    // Values are nanoseconds: /1000 gives microseconds, /2000 one way of a round trip.
+                    LatencySummary.decode(encoded).outputPercentileDistribution(out, if (latency.roundTrip) 2000.0 else 1000.0)
                     if (out.checkError()) throw IOException("write failed")
                 }
             } catch (e: IOException) {
@@ -436,7 +478,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     }
 
     private fun loopbackRun(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
-        val port = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
+        val port = tcpPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
             .map { LoopbackSide(it, runningNote(it.role.label)) }
         say("rdma-run ${script.name}: loopback: server and client in this JVM on ${device ?: defaultDevice()}, " +
@@ -537,6 +579,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             val peer = Peer.parse(text) as Peer.Connect
             require(peer.host.isNotBlank()) { "'$text' has no host: give HOST or HOST:PORT" }
             return peer
+        }
+
+        /** Whether a `--peer` value names the TCP port: `HOST:PORT` or `[V6ADDR]:PORT`, as [Peer.parse] splits it. */
+        private fun namesPort(text: String): Boolean {
+            val t = text.trim()
+            return if (t.startsWith("[")) t.substringAfter(']', "").isNotEmpty() else ':' in t
         }
 
         /** `NAME=VALUE` (the value may be empty and may contain '='). */

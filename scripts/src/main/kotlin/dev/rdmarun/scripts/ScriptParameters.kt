@@ -14,10 +14,11 @@ data class SourceCall(val text: String, val line: Int)
  *
  * What counts: calls `param("NAME", DEFAULT)`, `intParam(...)`, `sizeParam(...)` with a string
  * literal name (outside comments and other strings), the doc being the `//` comment that ends the
- * line; the names the DSL reads itself ([StandardParameters]): `qps`, `depth` and `inline` at
- * every connect, `warmup` and `preflight` always, `size` unless the script
- * calls `bufferSize(`, `iterations` and `seconds` when it uses `repeat { }`. A reader called with a name that is not a literal makes the list
- * [incomplete]: the check is then skipped.
+ * line; the names the DSL reads itself ([StandardParameters]): `qps`, `depth`, `inline`, `mtu` and
+ * `signal` at every connect, `warmup` and `preflight` always, `size`
+ * unless the script calls `bufferSize(`, `iterations` and `seconds` when it uses `repeat { }`. A
+ * reader called with a name that is not a literal makes the list [incomplete]: the check is then
+ * skipped.
  */
 class ScriptParameters private constructor(
     /** By name, in the order the source first reads them. */
@@ -49,6 +50,8 @@ class ScriptParameters private constructor(
             StandardParameters.QPS to ("" to "QPs, replaces qps(n) (-q)"),
             StandardParameters.DEPTH to ("" to "send queue depth, replaces sendDepth(n) (-t)"),
             StandardParameters.INLINE to ("" to "largest inline send or write in bytes, replaces inlineThreshold(n) (-I)"),
+            StandardParameters.MTU to ("" to "path MTU cap in bytes (256, 512, 1024, 2048 or 4096), replaces mtu(n) (-m)"),
+            StandardParameters.SIGNAL to ("" to "one work request in this many is signaled, replaces signalEvery(n) (-Q)"),
             StandardParameters.SIZE to ("4096" to "buffer size, the size send() and write() move (-s; 4K, 1M)"),
             StandardParameters.ITERATIONS to ("1000" to "rounds of repeat { } (-n)"),
             StandardParameters.SECONDS to ("" to "run repeat { } for this many seconds instead (-D)"),

@@ -31,12 +31,12 @@ class DurationBoundsSpec : FunSpec({
         }
     """.trimIndent())
 
-    test("the launcher's --timeout, -D and -i, and pingpong's --timeout and --peer-timeout, beyond 7 days") {
+    test("the launcher's --timeout, -D and --interval, and pingpong's --timeout and --peer-timeout, beyond 7 days") {
         val refusals = mapOf(
             listOf(plain.path, "--check", "--timeout", "1000000d") to "invalid value for --timeout: the timeout must be at most 7d, not 1000000d",
             listOf(plain.path, "--check", "--timeout", "7d 1s") to "invalid value for --timeout: the timeout must be at most 7d, not 7d 1s",
             listOf(plain.path, "--check", "-D", "1e12") to "invalid value for -D: '1e12' is not a positive number of seconds up to 604800 (7d)",
-            listOf(plain.path, "--check", "-i", "604801") to "invalid value for -i: '604801' is not a number of seconds from 0.1 to 604800 (7d)",
+            listOf(plain.path, "--check", "--interval", "604801") to "invalid value for --interval: '604801' is not a number of seconds from 0.1 to 604800 (7d)",
             listOf("pingpong", "-d", "nodev", "--timeout", "1000000") to "invalid value for --timeout: 1000000 is not in the valid range of 1 to 604800.",
             listOf("pingpong", "-d", "nodev", "--peer-timeout", "604801") to "invalid value for --peer-timeout: 604801 is not in the valid range of 1 to 604800.",
         )

@@ -97,11 +97,11 @@ class FiguresSpec : FunSpec({
     test("the intervals of a run add up to its totals, in the JSON and the printed lines, on both sides") {
         val json = File(dir, "intervals.json")
         val runs = listOf(
-            listOf("-n", "200", "-i", "30"), // far shorter than one interval: the partial one is all there is
-            listOf("-D", "0.4", "-i", "0.1"),
-            listOf("-n", "400", "-i", "0.15", "--set", "op=send"), // the server's receives take exactly the client's sends
-            listOf("-n", "2000", "--set", "warmup=300", "-i", "0.1"),
-            listOf("-D", "0.3", "-i", "0.1", "--set", "op=read"),
+            listOf("-n", "200", "--interval", "30"), // far shorter than one interval: the partial one is all there is
+            listOf("-D", "0.4", "--interval", "0.1"),
+            listOf("-n", "400", "--interval", "0.15", "--set", "op=send"), // the server's receives take exactly the client's sends
+            listOf("-n", "2000", "--set", "warmup=300", "--interval", "0.1"),
+            listOf("-D", "0.3", "--interval", "0.1", "--set", "op=read"),
         )
         for (args in runs) {
             val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "1024", "--json", json.path, *args.toTypedArray())

@@ -138,7 +138,7 @@ class PerftestOutputSpec : FunSpec({
 
     test("--report_gbits: Gb/sec throughout the run (block, traffic table, interval lines), no MB/s") {
         val result = run(writeBw, "--loopback", "-d", "soft0", "-s", "4096", "-n", "3000", "--set", "warmup=0", *cold,
-            "--report_gbits", "-i", "0.1")
+            "--report_gbits", "--interval", "0.1")
         result.statusCode shouldBe 0
         rows(parse(result.stdout), "bandwidth").map { it.text("unit") }.distinct() shouldBe listOf("Gb/sec")
         result.stdout shouldContain "BW out[Gb/sec]"

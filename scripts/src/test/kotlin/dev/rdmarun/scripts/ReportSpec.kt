@@ -77,7 +77,7 @@ class ReportSpec : FunSpec({
     /** Two documents from real runs, a timed one with intervals and a sweep, and `report`'s page of both; made once for the cases that read it. */
     val overlaid by lazy {
         val timed = File(dir, "timed.json")
-        run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "-i", "0.2", "-s", "64", "--json", timed.path).statusCode shouldBe 0
+        run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "--interval", "0.2", "-s", "64", "--json", timed.path).statusCode shouldBe 0
         val sweep = File(dir, "sweep.json")
         run(pingpong.path, "--loopback", "-d", "soft0", "-a", "-n", "3", "--json", sweep.path).statusCode shouldBe 0
         val page = File(dir, "report.html")

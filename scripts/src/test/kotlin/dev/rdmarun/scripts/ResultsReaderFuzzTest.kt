@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Assertions.assertTrue
  * returns a checked document, which [ReportPage] then renders without failing, or throws a
  * [ResultsFormatException] whose message is one line naming the file, and nothing else. The seed
  * corpus in ResultsReaderFuzzTestInputs/ holds documents that real runs on soft0 wrote (`--json`:
- * write-bw, a timed run with `-i`, two `-a` sweeps cut to their first sizes, a failed run). In a
+ * write-bw, a timed run with `--interval`, two `-a` sweeps cut to their first sizes, a failed run). In a
  * normal build this runs the seeds only; e2e/fuzz.sh fuzzes it.
  */
 class ResultsReaderFuzzTest {

@@ -11,6 +11,7 @@ import io.kotest.matchers.collections.shouldHaveSize
 import io.kotest.matchers.collections.shouldNotBeEmpty
 import io.kotest.matchers.nulls.shouldBeNull
 import io.kotest.matchers.nulls.shouldNotBeNull
+import io.kotest.matchers.doubles.plusOrMinus
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
 import io.kotest.matchers.string.shouldStartWith
@@ -184,7 +185,7 @@ class ResultsSpec : FunSpec({
         """.trimIndent())
         val json = File(dir, "intervals.json")
         val hgrm = File(dir, "latency.hgrm")
-        val result = run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "-i", "0.2", "--json", json.path, "--histogram", hgrm.path)
+        val result = run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "--interval", "0.2", "--json", json.path, "--histogram", hgrm.path)
         result.statusCode shouldBe 0
         val client = ResultsDocument.parse(json.readText()).runs.single { it.role == "client" }
         client.intervals.shouldNotBeEmpty()
@@ -194,6 +195,32 @@ class ResultsSpec : FunSpec({
         val text = hgrm.readText()
         text shouldContain "Value     Percentile TotalCount 1/(1-Percentile)"
         text shouldStartWith "# rdma-run writes.main.kts: client, latency work requests"
+    }
+
+    test("--histogram of a measureRoundTrip section holds the one-way figures the table leads with") {
+        val pingPong = script("rtt.main.kts", """
+            import dev.rdmarun.dsl.*
+
+            rdma {
+                connect(peer)
+                qp(0) {
+                    client { repeat { measureRoundTrip("rtt") { send(); receive() } } }
+                    server { repeat { receive(); send() } }
+                }
+            }
+        """.trimIndent())
+        val hgrm = File(dir, "rtt.hgrm")
+        val result = run(pingPong.path, "--loopback", "-d", "soft0", "-n", "200", "--set", "warmup=0", "--set", "preflight=0",
+            "--json", "-", "--histogram", hgrm.path)
+        result.statusCode shouldBe 0
+        val rtt = ResultsDocument.parse(result.stdout).runs.single { it.role == "client" }.end.sections.getValue("rtt")
+        rtt.roundTrip shouldBe true
+        // One file per run, in the order the runs ended: the client's is the one that names it.
+        val text = listOf(hgrm, File(dir, "rtt-2.hgrm")).map { it.readText() }.single { it.startsWith("# rdma-run rtt.main.kts: client") }
+        text shouldStartWith "# rdma-run rtt.main.kts: client, latency rtt one way (half of each round trip), microseconds"
+        // The median row: one way, as the table's t_typical (the round trips' p50 / 2); it was the round trip.
+        val median = text.lines().map { it.trim().split(Regex("\\s+")) }.first { it.size >= 2 && it[1] == "0.500000000000" }[0].toDouble()
+        median shouldBe (rtt.p50Nanos / 2000.0 plusOrMinus 0.0005)
     }
 
     test("a latency's histogram in the JSON decodes to what was recorded") {

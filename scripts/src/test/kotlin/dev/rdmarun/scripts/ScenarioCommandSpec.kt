@@ -98,6 +98,103 @@ class ScenarioCommandSpec : FunSpec({
         run(parameterized.path, "--check", "--timeout", "500ms").stdout shouldContain "timeout 500ms"
     }
 
+    test("-i is perftest's --ib-port: the device's port, not the interval") {
+        for (flag in listOf("-i", "--ib-port")) {
+            val result = run(parameterized.path, "--check", "-d", "mlx5_1", flag, "2")
+            withClue(flag, result) {
+                result.statusCode shouldBe 0
+                result.stdout shouldContain "device: mlx5_1 port 2 GID index"
+            }
+        }
+        // What once asked for a line every 0.5 s is no port.
+        run(parameterized.path, "--check", "-i", "0.5").stderr shouldContain "Error: invalid value for -i: 0.5 is not a valid integer"
+    }
+
+    test("--interval keeps its long name only (perftest uses every letter)") {
+        run(parameterized.path, "--check", "--interval", "1").statusCode shouldBe 0
+        run(parameterized.path, "--check", "--interval", "0.05").stderr shouldContain
+            "Error: invalid value for --interval: '0.05' is not a number of seconds from 0.1"
+    }
+
+    test("perftest's long spellings are the same options: --inline_size, --ib-dev, --gid-index") {
+        fun plan(vararg args: String) = run(parameterized.path, "--check", *args).also { result ->
+            withClue(args.joinToString(" "), result) { result.statusCode shouldBe 0 }
+        }.stdout
+        val inline = plan("--inline_size", "64")
+        inline shouldContain "inline up to 64 B"
+        inline shouldContain "parameters: inline=64"
+        plan("--inline-size", "64") shouldBe inline
+        plan("-I", "64") shouldBe inline
+        plan("--ib-dev", "mlx5_1", "--gid-index", "3") shouldBe plan("-d", "mlx5_1", "-x", "3")
+        plan("-d", "mlx5_1", "-x", "3") shouldContain "device: mlx5_1 port 1 GID index 3"
+    }
+
+    test("-F/--CPU-freq is accepted and changes nothing: rdma-run reads no CPU frequency") {
+        val plain = run(parameterized.path, "--check").stdout
+        for (flag in listOf("-F", "--CPU-freq")) {
+            val result = run(parameterized.path, "--check", flag)
+            withClue(flag, result) {
+                result.statusCode shouldBe 0
+                result.stdout shouldBe plain
+            }
+        }
+    }
+
+    test("-m/--mtu and -Q/--cq-mod set the parameters mtu and signal: the path MTU cap and signalEvery") {
+        val result = run(parameterized.path, "--check", "-m", "1024", "-Q", "4", "-t", "16")
+        withClue("-m -Q", result) {
+            result.statusCode shouldBe 0
+            result.stdout shouldContain "MTU 1024"
+            result.stdout shouldContain "signal every 4,"
+            result.stdout shouldContain "parameters: depth=16, mtu=1024, signal=4"
+        }
+        run(parameterized.path, "--check", "--mtu", "2048", "--cq-mod", "8").stdout shouldContain "parameters: mtu=2048, signal=8"
+        run(parameterized.path, "--check", "--set", "mtu=512", "--set", "signal=2").stdout shouldContain "MTU 512"
+        run(parameterized.path, "--check", "-m", "1000").stderr shouldContain
+            "Error: invalid value for -m: 1000 is not a path MTU: 256, 512, 1024, 2048 or 4096"
+        run(parameterized.path, "--check", "-Q", "0").stderr shouldContain "Error: invalid value for -Q: 0 is smaller than the minimum valid value of 1."
+        run(parameterized.path, "--check", "-m", "1024", "--set", "mtu=1024").stderr shouldContain
+            "-m/--mtu and --set mtu both give the parameter mtu: give it once"
+        run(parameterized.path, "--params").stdout.lines().single { it.startsWith("signal ") } shouldContain "-Q"
+    }
+
+    test("perftest's -p/--port is the TCP port of --peer, --listen or --loopback; given twice, the two must agree") {
+        run(parameterized.path, "--check", "--peer", "10.77.0.1", "-p", "18600").stdout shouldContain "peer: connect to 10.77.0.1:18600"
+        run(parameterized.path, "--check", "--peer", "[fe80::1]", "--port", "18600").stdout shouldContain "peer: connect to fe80::1:18600"
+        run(parameterized.path, "--check", "--peer", "10.77.0.1:18600", "-p", "18600").stdout shouldContain "peer: connect to 10.77.0.1:18600"
+        run(parameterized.path, "--check", "--listen", "18600", "-p", "18600").stdout shouldContain "peer: listen on *:18600"
+        val refusals = mapOf(
+            listOf("--peer", "10.77.0.1:1234", "-p", "18600") to "--peer 10.77.0.1:1234 and -p/--port 18600 give different TCP ports: give the port once",
+            listOf("--listen", "127.0.0.1:18601", "--port", "18600") to
+                "--listen 127.0.0.1:18601 and -p/--port 18600 give different TCP ports: give the port once",
+            listOf("-p", "18600") to "-p/--port 18600 is the TCP port of --listen, --peer or --loopback: give one of them",
+            listOf("-p", "0") to "invalid value for -p: 0 is not in the valid range of 1 to 65535.",
+        )
+        for ((args, sentence) in refusals) {
+            val result = run(parameterized.path, "--check", *args.toTypedArray())
+            withClue(args.joinToString(" "), result) {
+                result.statusCode shouldBe 1
+                result.stderr shouldContain "Error: $sentence"
+                result.stdout shouldNotContain "scenario plan"
+            }
+        }
+        val port = ServerSocket(0).use { it.localPort }
+        run(parameterized.path, "--loopback", "-d", "nosuch0", "-p", port.toString()).stderr shouldContain
+            "control connection over 127.0.0.1:$port"
+    }
+
+    test("perftest's -l/--post_list is refused with a sentence saying why") {
+        for (args in listOf(listOf("-l", "4"), listOf("--post_list", "4"))) {
+            val result = run(parameterized.path, "--check", *args.toTypedArray())
+            withClue(args.joinToString(" "), result) {
+                result.statusCode shouldBe 1
+                result.stderr shouldContain "Error: -l/--post_list: rdma-run posts every work request with its own ibv_post_send " +
+                    "(the DSL has no lists of them), so there is no list length to set: leave -l out"
+                result.stdout shouldNotContain "scenario plan"
+            }
+        }
+    }
+
     test("--set values reach param() and intParam(), and are part of the plan") {
         val result = run(parameterized.path, "--check", "--set", "qps=3", "--set", "size=64", "--set", "note=a=b")
         result.statusCode shouldBe 0

@@ -21,14 +21,14 @@ class ScriptParametersSpec : StringSpec({
         p.read.getValue("op").doc shouldBe "send, write or read"
         p.read.getValue("rounds").default shouldBe "10"
         p.read.getValue("size").default shouldBe "4096"
-        p.read.keys.toList() shouldContainExactly listOf("op", "rounds", "size", "qps", "depth", "inline", "warmup", "preflight")
+        p.read.keys.toList() shouldContainExactly listOf("op", "rounds", "size", "qps", "depth", "inline", "mtu", "signal", "warmup", "preflight")
     }
 
     "the DSL's own reads: warmup and preflight always, size without bufferSize(, iterations and seconds with repeat { }" {
         ScriptParameters.of("rdma { connect(peer); repeat { send() } }").read.keys.toList() shouldContainExactly
-            listOf("qps", "depth", "inline", "warmup", "preflight", "size", "iterations", "seconds")
+            listOf("qps", "depth", "inline", "mtu", "signal", "warmup", "preflight", "size", "iterations", "seconds")
         ScriptParameters.of("rdma { bufferSize(8); connect(peer); repeat(3) { send() } }").read.keys.toList() shouldContainExactly
-            listOf("qps", "depth", "inline", "warmup", "preflight")
+            listOf("qps", "depth", "inline", "mtu", "signal", "warmup", "preflight")
     }
 
     "reads in comments or inside other strings do not count" {
@@ -39,7 +39,18 @@ class ScriptParametersSpec : StringSpec({
             rdma { connect(peer) }
         """.trimIndent())
         p.incomplete shouldBe false
-        p.read.keys shouldBe setOf("qps", "depth", "inline", "warmup", "preflight", "size")
+        p.read.keys shouldBe setOf("qps", "depth", "inline", "mtu", "signal", "warmup", "preflight", "size")
+    }
+
+    "every parameter each sample reads has a doc for --params: its line's comment, or the DSL's for the standard ones" {
+        val samples = java.io.File("../samples").listFiles { f -> f.name.endsWith(".main.kts") }.orEmpty().sortedBy { it.name }
+        samples.map { it.name } shouldContainExactly
+            listOf("atomics.main.kts", "card.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts", "read-lat.main.kts", "write-bw.main.kts")
+        val undocumented = samples.flatMap { f -> ScriptParameters.of(f.readText()).read.values.filter { it.doc.isBlank() }.map { "${f.name}: ${it.name}" } }
+        undocumented shouldBe emptyList()
+        val writeBw = ScriptParameters.of(java.io.File("../samples/write-bw.main.kts").readText()).read
+        writeBw.getValue("depth").doc shouldBe "WRITEs in flight per QP" // its own line's comment
+        writeBw.getValue("signal").doc shouldBe "one work request in this many is signaled, replaces signalEvery(n) (-Q)" // the DSL's
     }
 
     "a computed name makes the list incomplete, and then nothing is refused" {
@@ -53,7 +64,7 @@ class ScriptParametersSpec : StringSpec({
         p.unknown(listOf("iterations"), "card.main.kts") { "--set $it" }.shouldBeNull()
         val sentence = p.unknown(listOf("iteration"), "card.main.kts") { "--set $it" }!!
         sentence shouldContain "--set iteration: card.main.kts does not read a parameter named iteration"
-        sentence shouldContain "(it reads: qps, depth, inline, warmup, preflight, size, iterations, seconds); did you mean iterations?"
+        sentence shouldContain "(it reads: qps, depth, inline, mtu, signal, warmup, preflight, size, iterations, seconds); did you mean iterations?"
         p.unknown(listOf("zzzzzz"), "card.main.kts") { "--set $it" }!! shouldContain "seconds)" // nothing close: no "did you mean"
     }
 })

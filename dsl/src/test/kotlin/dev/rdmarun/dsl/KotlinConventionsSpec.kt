@@ -1,0 +1,194 @@
+package dev.rdmarun.dsl
+
+import io.kotest.assertions.throwables.shouldThrow
+import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldBeEmpty
+import io.kotest.matchers.nulls.shouldBeNull
+import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldStartWith
+import io.kotest.matchers.types.shouldBeInstanceOf
+import java.net.ServerSocket
+import java.util.concurrent.Executors
+import java.util.concurrent.TimeoutException
+import kotlin.time.Duration.Companion.milliseconds
+import kotlin.time.Duration.Companion.seconds
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.TimeoutCancellationException
+import kotlinx.coroutines.async
+import kotlinx.coroutines.asCoroutineDispatcher
+import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.withContext
+import kotlinx.coroutines.withTimeout
+import kotlinx.coroutines.withTimeoutOrNull
+
+/**
+ * The DSL's Kotlin conventions (the README's "Kotlin conventions"), on soft0 with both peers in
+ * this JVM, one case each.
+ */
+class KotlinConventionsSpec : FunSpec({
+    fun freePort() = ServerSocket(0).use { it.localPort }
+
+    // The deadline of the cases that wait it out.
+    val wait = (System.getenv("RDMA_TEST_WAIT_SECONDS")?.toIntOrNull() ?: 3).seconds
+
+    fun options(peer: Peer) = RdmaOptions(parameters = mapOf("warmup" to "0", "preflight" to "0"), overrides = SettingsOverrides(device = "soft0"), peer = peer)
+
+    /** Runs [block] as server and client at once (rdmaScope on the IO pool); returns both outcomes. */
+    suspend fun pair(block: suspend ScenarioScope.() -> Unit): Pair<Result<ScenarioResult>, Result<ScenarioResult>> {
+        val port = freePort()
+        return coroutineScope {
+            val server = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.listen(port)), block) } }
+            val client = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.connect("127.0.0.1", port)), block) } }
+            server.await() to client.await()
+        }
+    }
+
+    test("rdmaScope suspends instead of blocking: both peers run on one thread") {
+        val one = Executors.newSingleThreadExecutor().asCoroutineDispatcher()
+        try {
+            val port = freePort()
+            // rdma { } here would hold the thread: the client would never start and the server would wait for it.
+            val (server, client) = withContext(one) {
+                val server = async { runCatching { rdmaScope(options(Peer.listen(port))) { timeout(wait * 3); connect(peer); barrier() } } }
+                val client = async { runCatching { rdmaScope(options(Peer.connect("127.0.0.1", port))) { timeout(wait * 3); connect(peer); barrier() } } }
+                server.await() to client.await()
+            }
+            server.getOrThrow().role shouldBe Role.SERVER
+            client.getOrThrow().role shouldBe Role.CLIENT
+        } finally {
+            one.close()
+        }
+    }
+
+    test("withTimeout around a wait ends just that wait: it took nothing, and the QP's next wait gets what comes") {
+        var timedOut: Any? = "not yet"
+        var thrown: Throwable? = null
+        var late: String? = null
+        var outstandingAfter = -1
+        var sent: Any? = "not yet"
+        val (server, client) = pair {
+            // Far beyond the withTimeouts: a wait that ignored them would end here, and fail the case.
+            timeout(10.seconds)
+            recvDepth(1)
+            inboxDepth(0) // one message at a time: a second send waits for a credit
+            connect(peer)
+            server {
+                qp(0) {
+                    timedOut = withTimeoutOrNull(100.milliseconds) { receive() } // a message wait
+                    thrown = shouldThrow<TimeoutCancellationException> { withTimeout(100.milliseconds) { receive() } }
+                }
+                barrier()
+                barrier() // the client's send waits for a credit meanwhile
+                qp(0) {
+                    late = receive().text()
+                    receive().text() shouldBe "second"
+                }
+            }
+            client {
+                barrier()
+                qp(0) {
+                    send("late".toByteArray())
+                    awaitCompletion()
+                    // "late" holds the server's one receive slot until the server takes it: this send waits for a credit.
+                    sent = withTimeoutOrNull(100.milliseconds) { send("never".toByteArray()) }
+                    outstandingAfter = outstanding
+                }
+                barrier()
+                qp(0) {
+                    send("second".toByteArray())
+                    awaitAll()
+                }
+            }
+        }
+        server.getOrThrow()
+        client.getOrThrow()
+        timedOut.shouldBeNull()
+        thrown.shouldBeInstanceOf<TimeoutCancellationException>()
+        late shouldBe "late"
+        sent.shouldBeNull()
+        outstandingAfter shouldBe 0 // the cancelled send was not posted
+        client.getOrThrow().total.operations shouldBe 2 // "late" and "second"
+    }
+
+    test("a wait's deadline is an RdmaTimeoutException: a TimeoutException, no CancellationException, the same one sentence") {
+        var caught: Throwable? = null
+        val (server, client) = pair {
+            timeout(if (isServer) wait else 60.seconds) // a local setting: the server's wait is the one that ends
+            connect(peer)
+            server {
+                qp(0) {
+                    try {
+                        receive() // the client never sends
+                    } catch (e: TimeoutException) {
+                        caught = e
+                        throw e
+                    }
+                }
+            }
+            barrier()
+        }
+        val e = server.exceptionOrNull()
+        e.shouldBeInstanceOf<RdmaTimeoutException>()
+        (e is CancellationException) shouldBe false
+        e.message shouldStartWith "the server waited $wait for a message in receive() on QP 0; the client "
+        describeFailure(e) shouldBe e.message
+        // What the wait threw is what rdma { } throws (kotlinx's stack-trace recovery may hand the block a copy).
+        caught.shouldBeInstanceOf<RdmaTimeoutException>().message shouldBe e.message
+        // The client did not time out: its peer did, and said so.
+        client.exceptionOrNull().shouldBeInstanceOf<PeerException>().message shouldStartWith "the server failed: the server waited $wait for"
+    }
+
+    test("a barrier's deadline is an RdmaTimeoutException too") {
+        val (server, client) = pair {
+            timeout(if (isClient) wait else 60.seconds)
+            connect(peer)
+            server { qp(0) { receive() } }
+            barrier()
+        }
+        client.exceptionOrNull().shouldBeInstanceOf<RdmaTimeoutException>().message shouldStartWith
+            "the client waited $wait for the server to reach barrier 1; "
+        server.exceptionOrNull().shouldBeInstanceOf<PeerException>()
+    }
+
+    test("a client that finds no server times out with an RdmaTimeoutException, as connect(peer)'s other waits") {
+        val e = shouldThrow<RdmaTimeoutException> {
+            rdmaScope(options(Peer.connect("127.0.0.1", freePort()))) {
+                timeout(1.seconds)
+                connect(peer)
+            }
+        }
+        e.message shouldStartWith "cannot connect to 127.0.0.1:"
+    }
+
+    test("awaitCompletions(n) returns all n completions, oldest first, and fails at the call beyond what is outstanding") {
+        var all: Any? = null // Any: the old awaitCompletions returned only the last completion
+        var none: Any? = null
+        var beyond: String? = null
+        val (server, client) = pair {
+            bufferSize(64)
+            if (isServer) remoteAccess(RemoteAccess.WRITE, RemoteAccess.ATOMIC)
+            connect(peer)
+            qp(0) {
+                client {
+                    write(size = 16)
+                    send(size = 8)
+                    fetchAndAdd(5, remoteOffset = 8)
+                    beyond = shouldThrow<ScenarioException> { awaitCompletions(4) }.message
+                    all = awaitCompletions(3)
+                    none = awaitCompletions(0)
+                }
+                server { receive() }
+            }
+        }
+        server.getOrThrow()
+        client.getOrThrow()
+        all shouldBe listOf(
+            Completion(0, OpKind.WRITE, 16, 0),
+            Completion(0, OpKind.SEND, 8, 0),
+            Completion(0, OpKind.FETCH_AND_ADD, 8, 0), // the word's old value: 0
+        )
+        none.shouldBeInstanceOf<List<*>>().shouldBeEmpty()
+        beyond shouldBe "awaitCompletions(4) on QP 0: only 3 work requests are outstanding (posted and not awaited yet)"
+    }
+})
