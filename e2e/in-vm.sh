@@ -286,6 +286,9 @@ SAMPLES="$root/samples"
 # A server waits --timeout for its client once its own setup is done; under TCG the client's JVM
 # start and setup can take 20-30 s longer than that, so the cases give both sides more time.
 SCRIPT_TIMEOUT=${E2E_SCRIPT_TIMEOUT:-90s}
+# For the cases that test something else: no pre-flight and no warm-up, which under TCG take 10 s
+# and up to 30 s of each side (script_pingpong_lat keeps both, and script_figures its warm-up).
+NO_WARMUP=(--set warmup=0 --set preflight=0)
 
 # script_pair SAMPLE PORT [ARGS...]: the sample as two bin/rdma-run processes on $DEV, server
 # (--listen) and client (--peer); both must succeed, print their results table, write it as
@@ -321,7 +324,7 @@ perftest_row() {
 
 case_script_multi_qp() {
   local ok=0 side
-  script_pair multi-qp 18641 || ok=1
+  script_pair multi-qp 18641 "${NO_WARMUP[@]}" || ok=1
   for side in server client; do
     expect_log "$side" "multi-qp: 4 QPs, one message each way, every payload verified" || ok=1
   done
@@ -332,7 +335,7 @@ case_script_multi_qp() {
 # the other's inbox, and each table counts them as not received.
 case_script_card() {
   local ok=0 side
-  script_pair card 18649 || ok=1
+  script_pair card 18649 "${NO_WARMUP[@]}" || ok=1
   for side in server client; do
     expect_log "$side" "4000 messages arrived that no receive() took" || ok=1
   done
@@ -367,7 +370,7 @@ case_script_write_bw() {
 
 case_script_read_lat() {
   local ok=0
-  script_pair read-lat 18644 || ok=1
+  script_pair read-lat 18644 "${NO_WARMUP[@]}" || ok=1
   expect_log client "read" || ok=1
   note "client: $(section client read)"
   return $ok
@@ -376,7 +379,7 @@ case_script_read_lat() {
 # atomics.main.kts in two processes: awaited adds, then 4 in flight per QP, each with its own old value.
 case_script_atomics() {
   local ok=0
-  script_pair atomics 18645 --set qps=2 || ok=1
+  script_pair atomics 18645 --set qps=2 "${NO_WARMUP[@]}" || ok=1
   note "client: $(section client fetch-and-add)"
   return $ok
 }
@@ -421,7 +424,7 @@ case_script_progress() {
 # (the closed connection tells at once; the timeout is for a peer that goes silent).
 case_script_peer_killed() {
   local port=18646 ok=0 killed_at took
-  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300)
+  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300 "${NO_WARMUP[@]}")
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
   start client "$RDMA_RUN" "${args[@]}" --peer "$IP:$port"
@@ -447,7 +450,7 @@ case_script_peer_killed() {
 # reports why and exits 1. The resource check around the case sees every object released.
 case_script_interrupted() {
   local port=18647 ok=0 at took
-  start waiting "$RDMA_RUN" "$SAMPLES/multi-qp.main.kts" --listen "$port" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT"
+  start waiting "$RDMA_RUN" "$SAMPLES/multi-qp.main.kts" --listen "$port" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" "${NO_WARMUP[@]}"
   wait_listen "$port" waiting || return 1
   sleep 2 # past the device setup, in accept
   kill -INT "$(java_pid waiting)"
@@ -463,7 +466,7 @@ case_script_interrupted() {
   note "waiting server stopped $took s after SIGINT"
 
   port=18648
-  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300)
+  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300 "${NO_WARMUP[@]}")
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
   start client "$RDMA_RUN" "${args[@]}" --peer "$IP:$port"
@@ -487,7 +490,7 @@ case_script_interrupted() {
 # (after the link is back) no verbs object is left behind.
 case_script_link_down() {
   local port=18650 ok=0 at took side netdev=${SOFTROCE_NETDEV:-dummy0}
-  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300)
+  local args=("$SAMPLES/write-bw.main.kts" -d "$DEV" -g "$GIDX" --timeout "$SCRIPT_TIMEOUT" --set seconds=300 "${NO_WARMUP[@]}")
   start server "$RDMA_RUN" "${args[@]}" --listen "$port"
   wait_listen "$port" server || return 1
   start client "$RDMA_RUN" "${args[@]}" --peer "$IP:$port"
@@ -549,11 +552,11 @@ case_script_memlock() {
 # included) add up to its totals; read-lat's perftest latency block says #iterations 1000 (its reads).
 case_script_figures() {
   local ok=0 side
-  script_pair write-bw 18650 --set size=4096 --set iterations=500 --set warmup=100 --interval 0.2 || ok=1
+  script_pair write-bw 18650 --set size=4096 --set iterations=500 --set warmup=100 --set preflight=0 --interval 0.2 || ok=1
   for side in server client; do expect_interval_sums "$case_dir/$side.json" || ok=1; done
   grep -q '"operations": 500,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 500 writes"; ok=1; }
   grep -q '"bytesSent": 2048000,' "$case_dir/client.json" || { why="${why:+$why; }the client did not count 2048000 bytes"; ok=1; }
-  script_pair read-lat 18651 || ok=1
+  script_pair read-lat 18651 --set preflight=0 || ok=1 # its warm-up is not among the 1000
   if ! grep -A1 '^ #bytes #iterations    t_min' "$case_dir/client.log" | grep -qE '^ *[0-9]+ +1000 '; then
     why="${why:+$why; }read-lat's client does not say #iterations 1000"
     ok=1
