@@ -131,6 +131,15 @@ class TcpTransportTest {
     }
 
     @Test
+    void anAuthenticatedConnectionIsClosedOnceIdleAndNoQpUsesItsKey() throws Exception {
+        ((SoftContext) context).transport.idleDeadlineNanos = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(200);
+        try (RawPeer peer = requester()) {
+            qp.close(); // no QP of the context uses the key any more
+            assertTrue(peer.closedByPeer(), "closed once idle for the deadline, although its writer keeps waking");
+        }
+    }
+
+    @Test
     void framesOfEverySizeInOneStreamLandIntact() throws Exception {
         int[] sizes = {1, 70_000, 8, 8192, 300_000, 64, 65_536, 3};
         List<Packet> frames = new ArrayList<>();
