@@ -149,9 +149,12 @@ internal class ControlConnection private constructor(
         throw PeerException(sentence).also { it.worthNoting = noteNow }
     }
 
-    /** Reads the peer's next handshake frame of type [T] ([what] names it); its failure report or another frame ends the handshake. */
-    private inline fun <reified T : Frame> readStep(what: String): T =
-        when (val f = readFrame(what, max = FrameCodec.MAX_INTRO_FRAME)) {
+    /**
+     * Reads the peer's next handshake frame of type [T] ([what] names it), of at most [max] bytes;
+     * its failure report or another frame ends the handshake.
+     */
+    private inline fun <reified T : Frame> readStep(what: String, max: Int = FrameCodec.MAX_INTRO_FRAME): T =
+        when (val f = readFrame(what, max = max)) {
             is T -> f
             is Failure -> {
                 peerFailed = true
@@ -227,7 +230,8 @@ internal class ControlConnection private constructor(
             if (differing.isNotEmpty()) {
                 // Both proved the secret: each shows its plan, and each names the first difference.
                 if (!client) send(PlanLines(local.planLines))
-                val theirs = readStep<PlanLines>("plan")
+                // Only a peer that proved the secret gets here: its plan may be as long as Handshake.validate allows.
+                val theirs = readStep<PlanLines>("plan", max = FrameCodec.MAX_FRAME)
                 if (client) send(PlanLines(local.planLines))
                 if (theirs.lines.size > Handshake.MAX_LIST || theirs.lines.any { it.length > Handshake.MAX_STRING }) {
                     throw PeerException("$peerLabel sent an invalid plan: more than ${Handshake.MAX_LIST} lines or a line longer than ${Handshake.MAX_STRING} characters")

@@ -256,6 +256,14 @@ class ControlSecuritySpec : FunSpec({
             e.message shouldStartWith "the client at 127.0.0.1:"
             e.message shouldContain "runs a different scenario: --set count is 100 here and 99 on the client"
         }
+        test("a plan longer than the hello's 16 KiB limit is read whole, once the secret is proved") {
+            val token = ControlToken.of("shared")
+            val long = plan(count = 99) + (1..8).map { "parameter p$it=" + "x".repeat(Handshake.MAX_STRING - 20) }
+            val served = withServer(60.seconds, token) { port ->
+                runCatching { client(port).use { it.authenticate(creds(Role.CLIENT, token, long)) } }
+            }
+            served.accepted.exceptionOrNull()!!.message shouldContain "runs a different scenario: --set count is 100 here and 99 on the client"
+        }
     }
 
     context("an attacker who can connect, or who saw a run, gets no endpoint") {
