@@ -33,8 +33,8 @@ import kotlinx.coroutines.selects.select
  *  2. also in [authenticate]: the client sends its [Proof] of the secret and of each part of the
  *     plan (HMACs over both nonces); the server checks it (constant time) and only then sends its
  *     own, which the client checks. Both derive soft0's fabric key; it never travels.
- *  3. [exchangeHellos]: the [Hello]s (QP endpoints, buffers, rkeys, PSNs, the server's fabric
- *     key), each validated field by field before use.
+ *  3. [exchangeHellos]: the [Hello]s (QP endpoints, buffers, rkeys, PSNs), each validated field
+ *     by field before use.
  *
  * One deadline, the scenario's timeout, bounds the whole handshake (set with [handshakeDeadline]),
  * not each read: before every read the socket timeout is what is left of it ([DeadlineInput]), so

@@ -853,7 +853,7 @@ final class TcpTransport {
 
     /**
      * The length of the frame that starts at b's position (its first 4 bytes, not consumed), or -1
-     * when no valid frame is that long (shorter than a header, or longer than max_msg_sz plus one).
+     * when no valid frame is that long (shorter than a header, or a payload longer than max_msg_sz).
      */
     static int frameLength(ByteBuffer b) {
         int frame = b.getInt(b.position());
