@@ -128,6 +128,8 @@ SPEC_JVM_FLAGS=(--enable-native-access=ALL-UNNAMED -XX:-TieredCompilation)
 # turns "no device" into a failure, never a skip; at least one test must run, none may fail or skip.
 device_specs() {
   local module=$1 t="$root/$1/target" cp; shift
+  # A whole suite in one JVM: 60-150 s under TCG on a quiet host, and twice that on a loaded one.
+  local PROC_TIMEOUT=$((PROC_TIMEOUT * 2))
   if [ ! -f "$t/vm-tests/junit-platform-console-standalone.jar" ] || [ ! -d "$t/test-classes" ]; then
     why="$module specs not built ($t/vm-tests, $t/test-classes): run ./mvnw package on the host"
     return 1

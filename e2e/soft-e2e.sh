@@ -21,7 +21,7 @@ PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
 LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
-CASES=(devices pingpong multiqp card_java script_multi_qp script_peer_killed script_atomics
+CASES=(devices pingpong multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
        script_figures)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
@@ -56,6 +56,25 @@ case_multiqp() {
   run client $java dev.rdmarun.samples.MultiQpRuntime --connect "127.0.0.1:$port" -d "$DEV" -q 4
   finish server
   expect_pair_ok "PASS: 4 QPs, 4 send + 4 recv completions, all payloads verified" || ok=1
+  return $ok
+}
+
+# The runtime-level sample derives soft0's fabric key from the secret both sides share and a
+# nonce, never sending it: with different secrets ($RDMA_RUN_TOKEN) no packet is accepted and both
+# sides fail; when the key travelled in the exchange, they passed.
+case_multiqp_other_secret() {
+  local port=18746 java ok=0
+  java=$(sample_java) || { why="samples not built"; return 1; }
+  # shellcheck disable=SC2086 # $java is a command line on purpose
+  start server env RDMA_RUN_TOKEN=server-secret $java dev.rdmarun.samples.MultiQpRuntime --listen "$port" -d "$DEV" -q 2 -t 5
+  wait_listen "$port" server || return 1
+  # shellcheck disable=SC2086
+  run client env RDMA_RUN_TOKEN=client-secret $java dev.rdmarun.samples.MultiQpRuntime --connect "127.0.0.1:$port" -d "$DEV" -q 2 -t 5
+  finish server
+  for side in server client; do
+    expect_rc "$side" 1 || ok=1
+    expect_log "$side" "FAIL: 2 QPs, 0 send + 0 recv completions" || ok=1
+  done
   return $ok
 }
 

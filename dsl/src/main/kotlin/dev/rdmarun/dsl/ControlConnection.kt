@@ -33,8 +33,8 @@ import kotlinx.coroutines.selects.select
  *  2. also in [authenticate]: the client sends its [Proof] of the secret and of each part of the
  *     plan (HMACs over both nonces); the server checks it (constant time) and only then sends its
  *     own, which the client checks. Both derive soft0's fabric key; it never travels.
- *  3. [exchangeHellos]: the [Hello]s (QP endpoints, buffers, rkeys, PSNs, the server's fabric
- *     key), each validated field by field before use.
+ *  3. [exchangeHellos]: the [Hello]s (QP endpoints, buffers, rkeys, PSNs), each validated field
+ *     by field before use.
  *
  * One deadline, the scenario's timeout, bounds the whole handshake (set with [handshakeDeadline]),
  * not each read: before every read the socket timeout is what is left of it ([DeadlineInput]), so
@@ -149,9 +149,12 @@ internal class ControlConnection private constructor(
         throw PeerException(sentence).also { it.worthNoting = noteNow }
     }
 
-    /** Reads the peer's next handshake frame of type [T] ([what] names it); its failure report or another frame ends the handshake. */
-    private inline fun <reified T : Frame> readStep(what: String): T =
-        when (val f = readFrame(what, max = FrameCodec.MAX_INTRO_FRAME)) {
+    /**
+     * Reads the peer's next handshake frame of type [T] ([what] names it), of at most [max] bytes;
+     * its failure report or another frame ends the handshake.
+     */
+    private inline fun <reified T : Frame> readStep(what: String, max: Int = FrameCodec.MAX_INTRO_FRAME): T =
+        when (val f = readFrame(what, max = max)) {
             is T -> f
             is Failure -> {
                 peerFailed = true
@@ -227,7 +230,8 @@ internal class ControlConnection private constructor(
             if (differing.isNotEmpty()) {
                 // Both proved the secret: each shows its plan, and each names the first difference.
                 if (!client) send(PlanLines(local.planLines))
-                val theirs = readStep<PlanLines>("plan")
+                // Only a peer that proved the secret gets here: its plan may be as long as Handshake.validate allows.
+                val theirs = readStep<PlanLines>("plan", max = FrameCodec.MAX_FRAME)
                 if (client) send(PlanLines(local.planLines))
                 if (theirs.lines.size > Handshake.MAX_LIST || theirs.lines.any { it.length > Handshake.MAX_STRING }) {
                     throw PeerException("$peerLabel sent an invalid plan: more than ${Handshake.MAX_LIST} lines or a line longer than ${Handshake.MAX_STRING} characters")

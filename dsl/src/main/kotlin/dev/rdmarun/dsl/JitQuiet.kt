@@ -1,6 +1,7 @@
 package dev.rdmarun.dsl
 
 import java.lang.management.ManagementFactory
+import javax.management.ObjectName
 
 /**
  * Tells when the JIT has gone quiet: the one rule behind every warm-up of rdma-run (the rounds of
@@ -17,15 +18,21 @@ import java.lang.management.ManagementFactory
  *
  * Call [roundEnded] after each round of the work to be measured. It returns true once no
  * compilation has ended (the [java.lang.management.CompilationMXBean]'s total compilation time
- * unchanged) during the last [QUIET_ROUNDS] rounds and for [QUIET_NANOS]; on a JVM that does not
- * report compilation times ([monitored] false), after [UNMONITORED_ROUNDS] rounds. A compilation
- * still running is seen only when it ends, and under emulation one C2 compilation can outlast the
- * quiet time: bound the rounds in time as well (the DSL's warm-up stops at 30 s, the pre-flights at
- * 10 s and 20 s). Not thread-safe: one per loop.
+ * unchanged) during the last [QUIET_ROUNDS] rounds and for [QUIET_NANOS], and none is running or
+ * queued (HotSpot's `Compiler.queue` diagnostic command, asked only then: under emulation one C2
+ * compilation can outlast the quiet time, and the loop it replaces would otherwise be measured
+ * while it runs); on a JVM that does not report compilation times ([monitored] false), after
+ * [UNMONITORED_ROUNDS] rounds. Bound the rounds in time as well, as a JIT kept busy by other threads
+ * is never quiet (the DSL's warm-up stops at 30 s, the pre-flights at 10 s and 20 s). Not
+ * thread-safe: one per loop.
  */
-class JitQuiet internal constructor(private val compiledMillis: () -> Long?, private val clock: () -> Long) {
+class JitQuiet internal constructor(
+    private val compiledMillis: () -> Long?,
+    private val clock: () -> Long,
+    private val compiling: () -> Boolean? = { null },
+) {
     /** Watches this JVM's JIT from now on. */
-    constructor() : this(::totalCompilationMillis, System::nanoTime)
+    constructor() : this(::totalCompilationMillis, System::nanoTime, ::compilationPending)
 
     private var compiled = compiledMillis()
     private var changedAt = clock()
@@ -47,7 +54,13 @@ class JitQuiet internal constructor(private val compiledMillis: () -> Long?, pri
         } else {
             quietRounds++
         }
-        return quietRounds >= QUIET_ROUNDS && now - changedAt >= QUIET_NANOS
+        if (quietRounds < QUIET_ROUNDS || now - changedAt < QUIET_NANOS) return false
+        if (compiling() == true) { // as if one had just ended: the count starts again
+            changedAt = now
+            quietRounds = 0
+            return false
+        }
+        return true
     }
 
     /** How [roundEnded] decided: "no compilation for 0.5 s", or the fixed count of an unmonitored JVM. */
@@ -68,6 +81,28 @@ class JitQuiet internal constructor(private val compiledMillis: () -> Long?, pri
         @JvmStatic
         fun totalCompilationMillis(): Long? = BEAN?.totalCompilationTime
 
+        /**
+         * Whether HotSpot's JIT is compiling or has methods queued (the `Compiler.queue` diagnostic
+         * command, as `jcmd PID Compiler.queue` prints it), or null when this JVM cannot say. About
+         * half a millisecond a call.
+         */
+        @JvmStatic
+        fun compilationPending(): Boolean? = try {
+            val text = ManagementFactory.getPlatformMBeanServer()
+                .invoke(DIAGNOSTIC_COMMAND, "compilerQueue", arrayOf<Any?>(null), arrayOf(Array<String>::class.java.name)) as? String
+            text?.let(::queueBusy)
+        } catch (e: Exception) { // no such MBean (not HotSpot) or no permission: the rule without it
+            null
+        }
+
+        /**
+         * Whether a `Compiler.queue` listing names a compilation: every line but the section
+         * headers (`Current compiles:`, `C2 compile queue:`), blank lines and `Empty` is one.
+         */
+        internal fun queueBusy(listing: String): Boolean = listing.lineSequence().map(String::trim)
+            .any { it.isNotEmpty() && it != "Empty" && !it.endsWith(":") }
+
+        private val DIAGNOSTIC_COMMAND = ObjectName("com.sun.management:type=DiagnosticCommand")
         private val BEAN = ManagementFactory.getCompilationMXBean()?.takeIf { it.isCompilationTimeMonitoringSupported }
     }
 }

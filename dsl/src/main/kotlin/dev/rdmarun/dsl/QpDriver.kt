@@ -18,8 +18,8 @@ import kotlinx.coroutines.ensureActive
  * the engine says it has to wait, parks the calling coroutine until the engine reports progress
  * (or the wait's deadline passes). Everything runs on the scenario's dispatcher thread.
  *
- * A parked coroutine is the caller's own continuation, resumed through the dispatcher's task
- * queue: one reusable continuation per QP, no object per wait.
+ * A parked coroutine is the caller's own continuation, resumed directly on the dispatcher's thread
+ * when the engine reports progress: one reusable continuation per QP, no object per wait.
  *
  * A parked wait is cancellable as kotlinx's own suspending functions are: once the waiting
  * coroutine's [Job] is cancelled (`withTimeout` around the wait, a cancelled `launch`), the

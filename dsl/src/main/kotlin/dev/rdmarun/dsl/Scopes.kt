@@ -110,10 +110,10 @@ interface CommonScope {
  *
  * **Warm-up.** Before the measured iterations it runs warm-up rounds of the same [block] (1000
  * iterations each, or `iterations` when fewer) until the JIT is quiet: no compilation ended during
- * the last two rounds nor for 0.5 s, within 30 s. What the warm-up did is left out of every figure
- * ([CommonScope.measureFromHere]); its effects on memory stay (a fetchAndAdd's word counts the
- * warm-up's adds too). A round in which this QP (in the scenario's block: any QP) sent or took a
- * message is agreed with the peer over the control connection, so both sides run the same number
+ * the last two rounds nor for 0.5 s, and none is running or queued ([JitQuiet]), within 30 s.
+ * What the warm-up did is left out of every figure ([CommonScope.measureFromHere]); its effects
+ * on memory stay (a fetchAndAdd's word counts the warm-up's adds too). A round in which this QP
+ * (in the scenario's block: any QP) sent or took a message is agreed with the peer over the control connection, so both sides run the same number
  * of rounds and a ping-pong never loses its partner: such a loop needs its partner `repeat { }`
  * (or `runFor`) on the peer, on the same QP and in the same scope, and a loop of one-sided
  * operations (write, read, atomics) warms up alone. The results say what was done, one line per

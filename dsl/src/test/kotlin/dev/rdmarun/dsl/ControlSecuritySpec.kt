@@ -256,6 +256,14 @@ class ControlSecuritySpec : FunSpec({
             e.message shouldStartWith "the client at 127.0.0.1:"
             e.message shouldContain "runs a different scenario: --set count is 100 here and 99 on the client"
         }
+        test("a plan longer than the hello's 16 KiB limit is read whole, once the secret is proved") {
+            val token = ControlToken.of("shared")
+            val long = plan(count = 99) + (1..8).map { "parameter p$it=" + "x".repeat(Handshake.MAX_STRING - 20) }
+            val served = withServer(60.seconds, token) { port ->
+                runCatching { client(port).use { it.authenticate(creds(Role.CLIENT, token, long)) } }
+            }
+            served.accepted.exceptionOrNull()!!.message shouldContain "runs a different scenario: --set count is 100 here and 99 on the client"
+        }
     }
 
     context("an attacker who can connect, or who saw a run, gets no endpoint") {
@@ -372,11 +380,12 @@ class ControlSecuritySpec : FunSpec({
             served.body shouldBe key
             val transcript = (up.toByteArray() + down.toByteArray()).toString(Charsets.ISO_8859_1)
             transcript shouldContain "\"type\":\"proof\"" // the relay saw the whole of steps 1 and 2
-            transcript shouldNotContain key.toHex()
+            transcript shouldNotContain java.util.HexFormat.of().formatHex(key.toBytes())
+            transcript shouldNotContain key.toBytes().toString(Charsets.ISO_8859_1)
             transcript shouldNotContain "s3cret"
             // What an observer could try: every 64-hex-digit string it saw, as the key.
             Regex("[0-9a-f]{64}").findAll(transcript).map { it.value }.toList().forEach {
-                dev.rdmarun.runtime.FabricKey.parseHex(it) shouldNotBe key
+                dev.rdmarun.runtime.FabricKey.of(java.util.HexFormat.of().parseHex(it)) shouldNotBe key
             }
         }
     }

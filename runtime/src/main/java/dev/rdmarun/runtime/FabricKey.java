@@ -5,7 +5,6 @@ import java.security.MessageDigest;
 import java.security.spec.AlgorithmParameterSpec;
 import java.security.SecureRandom;
 import java.util.Arrays;
-import java.util.HexFormat;
 import javax.crypto.KDF;
 import javax.crypto.spec.HKDFParameterSpec;
 
@@ -13,10 +12,9 @@ import javax.crypto.spec.HKDFParameterSpec;
  * The secret two peers share for the connection between their QPs on the software provider
  * (soft0): each soft0 TCP connection proves it (an HMAC challenge-response) before any of its
  * packets is accepted, and a QP accepts packets only from a connection that proved its own key.
- * The peers derive it from a secret they share ({@link #derive}); where they share none (pingpong's
- * exchange) it travels over the out-of-band exchange, never over the fabric. Hardware has no such
- * thing and ignores it: a RoCE fabric is trusted as a
- * network is.
+ * The peers derive it from a secret they share and the exchange's fresh nonces ({@link #derive},
+ * pingpong too); it never travels, and it has no text form to send. Hardware has no such thing and
+ * ignores it: a RoCE fabric is trusted as a network is.
  */
 public final class FabricKey {
     /** Key length in bytes: an HMAC-SHA256 key. */
@@ -52,28 +50,12 @@ public final class FabricKey {
         }
     }
 
-    /** The key these {@value #LENGTH} bytes (received from the peer) make. */
+    /** The key these {@value #LENGTH} bytes make (an application's own secret key material). */
     public static FabricKey of(byte[] bytes) {
         if (bytes == null || bytes.length != LENGTH) {
             throw new IllegalArgumentException("a fabric key has " + LENGTH + " bytes");
         }
         return new FabricKey(bytes.clone());
-    }
-
-    /** The key as 64 lowercase hex digits (for a text exchange); {@link #parseHex} reads it back. */
-    public String toHex() {
-        return HexFormat.of().formatHex(bytes);
-    }
-
-    /**
-     * The key that {@link #toHex} wrote: exactly 64 lowercase hex digits, else an
-     * IllegalArgumentException whose message does not repeat the text (it may be a key).
-     */
-    public static FabricKey parseHex(String text) {
-        if (text == null || text.length() != 2 * LENGTH || !text.chars().allMatch(c -> c >= '0' && c <= '9' || c >= 'a' && c <= 'f')) {
-            throw new IllegalArgumentException("a fabric key is " + 2 * LENGTH + " lowercase hex digits");
-        }
-        return new FabricKey(HexFormat.of().parseHex(text));
     }
 
     /** The key's bytes (a copy). */

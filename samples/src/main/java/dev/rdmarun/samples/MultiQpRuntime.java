@@ -1,5 +1,7 @@
 package dev.rdmarun.samples;
 
+import dev.rdmarun.dsl.ControlToken;
+import dev.rdmarun.dsl.ScenarioException;
 import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.Context;
@@ -33,6 +35,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -56,20 +59,37 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Wire format (ASCII lines, each at most {@value #MAX_LINE} bytes): a header
  * {@code rdma-run-multiqp 2 <server|client> <nqp>}, then one line per QP
  * {@code qp <index> <qpn> <psn> <lid> <gid hex> <mtu bytes>}, and from the client
- * {@code key <64 hex digits>}: the fabric key both sides give RTR (soft0 authenticates its TCP
- * connections with it; hardware ignores it); later the barrier lines
+ * {@code nonce <64 hex digits>}: a fresh nonce from which both sides derive the fabric key they give
+ * RTR (soft0 authenticates its TCP connections with it; hardware ignores it) with the secret they
+ * share, {@code $RDMA_RUN_TOKEN} or else the per-user secret, so the key never travels; later the barrier lines
  * {@code ready} and {@code done ok|done fail}. Both sides write their whole message before
  * reading the peer's, and read all of it before judging it, so a mismatch is reported on both
  * sides and the connection still closes cleanly.
  */
 public final class MultiQpRuntime {
     static final String MAGIC = "rdma-run-multiqp";
-    static final int VERSION = 2;
+    static final int VERSION = 3;
+    /** What the fabric key derived from the shared secret and the client's nonce is for. */
+    static final String KEY_PURPOSE = "rdma-run multi-qp sample soft0 fabric key";
+    static final int NONCE_BYTES = 32;
     static final int MAX_QPS = 256;
     static final int MAX_LINE = 512;
     /** Bytes per message slot in the MR: receive slots first, then send slots. */
     static final int SLOT = 256;
     static final int IB_PORT_DEFAULT = 1;
+
+    /**
+     * The secret both sides derive soft0's fabric key from: {@code $RDMA_RUN_TOKEN}, else the
+     * per-user secret (two processes of one user, or hosts sharing the home directory, agree).
+     */
+    static ControlToken sharedSecret() throws Failure {
+        String token = System.getenv("RDMA_RUN_TOKEN");
+        try {
+            return token != null && !token.isEmpty() ? ControlToken.of(token) : ControlToken.userSecret();
+        } catch (ScenarioException e) {
+            throw new Failure(e.getMessage());
+        }
+    }
 
     /** A failure with a sentence for people; the program exits 1 with it. */
     static final class Failure extends Exception {
@@ -215,17 +235,24 @@ public final class MultiQpRuntime {
             for (int i = 0; i < o.qps(); i++) qps.get(i).postReceive(i, mr, recvOffset(i), SLOT);
             long tSetup = System.nanoTime();
 
+            ControlToken secret = sharedSecret(); // before the peer: an unusable secret file is known now
             try (Socket socket = o.server() ? accept(listener, o) : connect(o)) {
                 socket.setSoTimeout(o.timeoutSeconds() * 1000);
                 socket.setTcpNoDelay(true);
                 Wire wire = new Wire(socket, o.timeoutSeconds());
 
                 // Exchange: whole message out, whole message in, then judge it.
-                // The client makes the pair's fabric key and sends it with its endpoints.
-                FabricKey key = o.server() ? null : FabricKey.random();
-                wire.send(encode(side, local) + (key == null ? "" : "key " + key.toHex() + "\n"), "its QP endpoints");
+                // The client sends a fresh nonce with its endpoints; both sides derive the pair's
+                // fabric key from it and their shared secret, so an observer of this exchange cannot.
+                byte[] nonce = null;
+                if (!o.server()) {
+                    nonce = new byte[NONCE_BYTES];
+                    random.nextBytes(nonce);
+                }
+                wire.send(encode(side, local) + (nonce == null ? "" : "nonce " + HexFormat.of().formatHex(nonce) + "\n"), "its QP endpoints");
                 List<QpEndpoint> remote = wire.receiveEndpoints(o);
-                if (key == null) key = wire.receiveKey();
+                if (nonce == null) nonce = wire.receiveNonce();
+                FabricKey key = secret.fabricKey(nonce, KEY_PURPOSE);
                 long tExchange = System.nanoTime();
 
                 // RTR/RTS every QP i against remote QP i.
@@ -461,15 +488,14 @@ public final class MultiQpRuntime {
             }
         }
 
-        /** The client's fabric key line: {@code key} and exactly 64 lowercase hex digits. */
-        FabricKey receiveKey() throws Failure {
-            String text = line("the client's fabric key");
-            try {
-                if (text.startsWith("key ")) return FabricKey.parseHex(text.substring(4));
-            } catch (IllegalArgumentException e) {
-                // falls through to the sentence below
+        /** The client's nonce line: {@code nonce} and exactly 64 lowercase hex digits. */
+        byte[] receiveNonce() throws Failure {
+            String text = line("the client's nonce");
+            String hex = text.startsWith("nonce ") ? text.substring(6) : "";
+            if (hex.length() != 2 * NONCE_BYTES || !hex.chars().allMatch(c -> c >= '0' && c <= '9' || c >= 'a' && c <= 'f')) {
+                throw new Failure("malformed nonce line: expected 'nonce <64 lowercase hex digits>'");
             }
-            throw new Failure("malformed fabric key line: expected 'key <64 lowercase hex digits>'");
+            return HexFormat.of().parseHex(hex);
         }
 
         /** Reads the peer's header and all its QP lines, then checks them against this side. */

@@ -237,9 +237,9 @@ final class SoftContext extends Context {
     }
 
     /**
-     * Reserves a memory key: a random 10-bit tag, the table index (14 bits, from a random start)
-     * and a random 8-bit generation different from the slot's last key, so a key used after
-     * deregistration no longer matches. -1 when max_mr regions exist.
+     * Reserves a memory key: a random 9-bit tag (so the key stays positive), the table index (14
+     * bits, from a random start) and a random 8-bit generation different from the slot's last key,
+     * so a key used after deregistration no longer matches. -1 when max_mr regions exist.
      */
     synchronized int reserveMrKey() {
         int start = RANDOM.nextInt(MAX_MR);

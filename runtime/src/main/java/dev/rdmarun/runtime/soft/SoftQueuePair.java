@@ -682,6 +682,7 @@ final class SoftQueuePair extends QueuePair {
                     p.kind = Packet.NAK;
                     p.opcode = Packet.NAK_RNR;
                     p.rnrTimer = minRnrTimer;
+                    p.length = 0; // the answer reuses the request's packet: not its payload
                     respond(p);
                     return;
                 }

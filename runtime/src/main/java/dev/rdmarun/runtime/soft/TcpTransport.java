@@ -110,6 +110,8 @@ final class TcpTransport {
     static final int MIN_BACKOFF_MS = 20;
     static final int MAX_BACKOFF_MS = 500;
     private static final long SWEEP_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+    /** {@link #IDLE_DEADLINE_MS} in nanoseconds; tests shorten it to see an idle connection closed. */
+    volatile long idleDeadlineNanos = TimeUnit.MILLISECONDS.toNanos(IDLE_DEADLINE_MS);
 
     private final SoftContext context;
     private final ConcurrentHashMap<InetAddress, ServerSocketChannel> listeners = new ConcurrentHashMap<>();
@@ -426,7 +428,7 @@ final class TcpTransport {
                 return;
             }
             // Idle: nothing carried since the deadline (a connection not yet used counts from its creation).
-            if (now - lastActivity <= TimeUnit.MILLISECONDS.toNanos(IDLE_DEADLINE_MS)) return;
+            if (now - lastActivity <= idleDeadlineNanos) return;
             if (route == null) {
                 if (k == null || !context.keyInUse(k)) close();
                 return;
@@ -626,10 +628,9 @@ final class TcpTransport {
                         }
                     }
                     if (socket == null) throw new IOException("connection lost");
-                    if (!writeBatch(output)) {
-                        lastActivity = System.nanoTime();
-                        sleep();
-                    }
+                    // Only what was written is activity: a writer that wakes to an empty queue is not.
+                    if (writeBatch(output)) lastActivity = System.nanoTime();
+                    else sleep();
                 } catch (IOException | RuntimeException | Error e) {
                     // The connection failed: what is queued is lost (requesters retry and time out),
                     // unless nothing was ever sent on one: that waits for the first to authenticate.
@@ -852,7 +853,7 @@ final class TcpTransport {
 
     /**
      * The length of the frame that starts at b's position (its first 4 bytes, not consumed), or -1
-     * when no valid frame is that long (shorter than a header, or longer than max_msg_sz plus one).
+     * when no valid frame is that long (shorter than a header, or a payload longer than max_msg_sz).
      */
     static int frameLength(ByteBuffer b) {
         int frame = b.getInt(b.position());

@@ -129,6 +129,8 @@ final class RawPeer implements AutoCloseable {
                 // what a closing peer still had to say
             }
             return true;
+        } catch (java.net.SocketTimeoutException e) {
+            return false; // still open after the safety net's 30 s
         } catch (IOException e) {
             return true; // reset: closed as well
         }

@@ -131,6 +131,28 @@ class TcpTransportTest {
     }
 
     @Test
+    void anAuthenticatedConnectionIsClosedOnceIdleAndNoQpUsesItsKey() throws Exception {
+        ((SoftContext) context).transport.idleDeadlineNanos = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(200);
+        try (RawPeer peer = requester()) {
+            qp.close(); // no QP of the context uses the key any more
+            assertTrue(peer.closedByPeer(), "closed once idle for the deadline, although its writer keeps waking");
+        }
+    }
+
+    @Test
+    void anRnrNakCarriesNoPayload() throws Exception {
+        try (RawPeer peer = requester()) {
+            Packet send = RawPeer.packet(Packet.REQUEST, WrOpcode.SEND.code(), qp.qpNum(), PEER_QPN, peerLid, PEER_PSN);
+            send.copyFrom(MemorySegment.ofArray(pattern(65_536, 3)), 0, 65_536);
+            peer.send(send); // no receive posted
+            Packet nak = peer.readFrame();
+            assertEquals(Packet.NAK, nak.kind);
+            assertEquals(Packet.NAK_RNR, nak.opcode);
+            assertEquals(0, nak.length, "the NAK does not send the SEND's payload back");
+        }
+    }
+
+    @Test
     void framesOfEverySizeInOneStreamLandIntact() throws Exception {
         int[] sizes = {1, 70_000, 8, 8192, 300_000, 64, 65_536, 3};
         List<Packet> frames = new ArrayList<>();
