@@ -3,27 +3,27 @@ package dev.rdmarun.scripts
 import dev.rdmarun.dsl.LiveTotals
 import dev.rdmarun.dsl.ScenarioMonitor
 import dev.rdmarun.dsl.ScenarioResult
-import java.util.Locale
 
 /**
  * Samples one side's totals while its scenarios run (a daemon thread reading the monitor, which
  * the data path does not know about): every [TICK_MS] for the peak bandwidth, and every
- * [intervalSeconds] (when given) for interval records, printed iperf3-style through [print].
- * [take] hands over what the scenario that just ended gave, closing its last, partial interval
- * with the results themselves, so that a run's intervals add up to its totals exactly; then it
- * starts afresh for the next one. The intervals cover the measured phase only: when a warm-up
- * ends (`measureFromHere`), those before are dropped and counting starts again from 0 s.
+ * [intervalSeconds] (when given) for interval records, printed in iperf3's form ([IntervalRows])
+ * through [output]. [take] hands over what the scenario that just ended gave, closing its last,
+ * partial interval with the results themselves, so that a run's intervals add up to its totals
+ * exactly; then it starts afresh for the next one. The intervals cover the measured phase only:
+ * when a warm-up ends (`measureFromHere`), those before are dropped and counting starts again
+ * from 0 s. A side that moved nothing in a run prints, instead of rows, one note ([NOTHING_MOVED]).
  */
 internal class IntervalSampler(
     private val monitor: ScenarioMonitor,
     private val label: String,
     private val intervalSeconds: Double?,
-    private val print: ((String) -> Unit)?,
-    /** `--report_gbits`: the lines give Gb/sec instead of MB/sec (the run's one unit). */
-    private val gbits: Boolean = false,
+    /** Where the lines go; null: records only. */
+    private val output: IntervalOutput?,
 ) : AutoCloseable {
     private val lock = Any()
     private val intervals = ArrayList<IntervalRecord>()
+    private var rows = IntervalRows(label)
     private var peak: Double? = null
     private var lastTick: LiveTotals? = null
     private var lastInterval: LiveTotals? = null
@@ -47,21 +47,22 @@ internal class IntervalSampler(
         val t = monitor.totals()
         // Printed outside the lock: a slow terminal must not hold up take().
         val lines = synchronized(lock) { record(t) }
-        lines.forEach { print?.invoke(it) }
+        if (lines.isNotEmpty()) output?.print(lines)
     }
 
-    /** Takes reading [t] into the peak and, when an interval is complete, returns its lines. */
-    private fun record(t: LiveTotals?): List<String> {
+    /** Takes reading [t] into the peak and, when an interval is complete, returns the lines to print. */
+    private fun record(t: LiveTotals?): List<IntervalLine> {
         if (t == null) { // between scenarios: no rate until two readings; take() still closes the last interval
             lastTick = null
             return emptyList()
         }
         if (t.run <= takenRuns) return emptyList()
-        val lines = ArrayList<String>(2)
+        val lines = ArrayList<IntervalLine>(3)
         if (t.run != run || t.phase != phase) {
             // A new scenario, or a warm-up ended: its figures start again from 0.
-            if (t.run == run && intervals.isNotEmpty()) lines += warmupOver()
+            if (t.run == run) warmupOver()?.let { lines += it }
             intervals.clear()
+            rows = IntervalRows(label)
             peak = null
             lastTick = null
             lastInterval = null
@@ -81,7 +82,7 @@ internal class IntervalSampler(
         val record = interval(from, t)
         intervals += record
         lastInterval = t
-        return lines + line(record)
+        return lines + rows.add(record, seconds(from, t), t).map { IntervalLine(it, row = true) }
     }
 
     /**
@@ -90,34 +91,41 @@ internal class IntervalSampler(
      * totals. The next scenario starts afresh.
      */
     fun take(result: ScenarioResult): Pair<List<IntervalRecord>, Double?> {
-        val (taken, last) = synchronized(lock) {
+        val (taken, lines, nothingMoved) = synchronized(lock) {
             val stopped = monitor.lastTotals
             // Records of another run or of a phase that a warm-up's end closed after the last sample are not this result's.
             val current = stopped != null && stopped.run == run && stopped.phase == phase
             val from = (if (current) lastInterval else null) ?: LiveTotals(0, 0, 0, 0, 0)
             val records = if (current) intervals.toList() else emptyList()
+            val lines = ArrayList<IntervalLine>(3)
             // A warm-up that ended after the last sample: the lines printed for it are not this result's either.
-            val over = if (stopped != null && stopped.run == run && stopped.phase != phase && intervals.isNotEmpty()) warmupOver() else null
+            if (stopped != null && stopped.run == run && stopped.phase != phase) warmupOver()?.let { lines += it }
+            val rows = if (current) rows else IntervalRows(label)
             val end = result.total.let { LiveTotals(result.durationNanos, it.bytesSent, it.bytesReceived, it.operations, it.messagesReceived) }
             // The partial last interval, even an idle one; none when the last sample already covered the end.
             val last = if (intervalSeconds != null && (end.elapsedNanos > from.elapsedNanos || !sameCounts(from, end))) interval(from, end) else null
+            if (last != null) lines += rows.add(last, seconds(from, end), end).map { IntervalLine(it, row = true) }
             val taken = (records + listOfNotNull(last)) to (if (current) peak else null)
             intervals.clear()
+            this.rows = IntervalRows(label)
             peak = null
             lastTick = null
             lastInterval = null
             takenRuns = maxOf(takenRuns, monitor.runs)
-            Triple(taken, last, over)
-        }.let { (t, l, o) ->
-            o?.let { print?.invoke(it) }
-            t to l
+            Triple(taken, lines, intervalSeconds != null && !rows.moved)
         }
-        last?.let { print?.invoke(line(it)) }
+        if (lines.isNotEmpty()) output?.print(lines)
+        if (nothingMoved) output?.once(label, "[$label] $NOTHING_MOVED")
         return taken
     }
 
-    private fun warmupOver() = "[$label] warm-up over: the ${intervals.size} interval${if (intervals.size == 1) "" else "s"} above " +
-        "${if (intervals.size == 1) "is" else "are"} not counted; intervals start again from 0"
+    /** The note that the [IntervalRows.printed] rows above were of a warm-up; null when none were printed. */
+    private fun warmupOver(): IntervalLine? {
+        val n = rows.printed
+        if (n == 0) return null
+        return IntervalLine("[$label] warm-up over: the $n interval${if (n == 1) "" else "s"} above " +
+            "${if (n == 1) "is" else "are"} not counted; intervals start again from 0", row = false)
+    }
 
     private fun sameCounts(a: LiveTotals, b: LiveTotals) = a.bytesSent == b.bytesSent && a.bytesReceived == b.bytesReceived &&
         a.operations == b.operations && a.messagesReceived == b.messagesReceived
@@ -126,10 +134,14 @@ internal class IntervalSampler(
         thread.interrupt()
     }
 
-    private fun interval(from: LiveTotals, to: LiveTotals): IntervalRecord {
+    /** How long the interval from [from] to [to] lasted. */
+    private fun seconds(from: LiveTotals, to: LiveTotals): Double =
         // A last sample read just after the run's end may be later than it: such a last interval lasts 0 s (rates 0).
+        (maxOf(to.elapsedNanos, from.elapsedNanos) - from.elapsedNanos) / 1e9
+
+    private fun interval(from: LiveTotals, to: LiveTotals): IntervalRecord {
         val end = maxOf(to.elapsedNanos, from.elapsedNanos)
-        val seconds = (end - from.elapsedNanos) / 1e9
+        val seconds = seconds(from, to)
         fun per(x: Double) = if (seconds > 0) x / seconds else 0.0
         val bytes = busier(to, from)
         return IntervalRecord(
@@ -145,10 +157,6 @@ internal class IntervalSampler(
         )
     }
 
-    private fun line(r: IntervalRecord) = String.format(Locale.ROOT, "[%s] %7.2f-%-7.2f s  %12d bytes out  %12d bytes in  %10.2f %s  %8.4f Mpps",
-        label, r.startSeconds, r.endSeconds, r.bytesSent, r.bytesReceived, if (gbits) r.bwGbps else r.bwMBps, if (gbits) "Gb/sec" else "MB/sec",
-        r.msgRateMpps)
-
     private fun busier(to: LiveTotals, from: LiveTotals): Double =
         maxOf(to.bytesSent - from.bytesSent, to.bytesReceived - from.bytesReceived).toDouble()
 
@@ -157,5 +165,13 @@ internal class IntervalSampler(
     companion object {
         /** How often the totals are read for the peak bandwidth. */
         const val TICK_MS = 100L
+
+        /**
+         * Said once per side instead of the rows of a run in which it moved nothing: no completion, no
+         * message. That is what the target of RDMA WRITEs, READs and atomics sees (the operations
+         * complete on the peer's CPU only), so their traffic is in the peer's lines.
+         */
+        const val NOTHING_MOVED = "no interval lines: this side moved nothing itself; the target of the peer's one-sided " +
+            "operations (RDMA WRITE, READ, atomics) sees none of them: their traffic is in the peer's lines"
     }
 }

@@ -13,18 +13,14 @@ import java.util.Locale
  * the data path does not know it exists).
  */
 internal class ProgressLine(
-    private val terminal: Terminal,
+    terminal: Terminal,
     private val sides: List<Pair<String, ScenarioMonitor>>,
     /** The `seconds` a time-based run lasts (`-D`): its percentage and ETA come from the clock. */
     private val plannedSeconds: Double? = null,
     /** `--report_gbits`: the rate in Gb/sec instead of MB/sec (the run's one unit). */
     private val gbits: Boolean = false,
 ) : AutoCloseable {
-    private val lock = Any()
-    // No wrapping: "\r" must reach the line's start. A terminal that reports no size (0) gets 100.
-    private val width = terminal.size.width.let { if (it <= 0) 100 else (it - 1).coerceAtLeast(20) }
-    private var shown = 0
-    private var closed = false
+    private val line = StatusLine(terminal)
     private val lastBytes = LongArray(sides.size)
     private val lastNanos = LongArray(sides.size)
     private val thread = Thread.ofPlatform().daemon(true).name("rdma-run-progress").start {
@@ -58,35 +54,14 @@ internal class ProgressLine(
         }
         // With --loopback, a side with no traffic of its own (the target of WRITEs) says nothing.
         val shown = parts.filter { it.busy }.ifEmpty { parts }
-        synchronized(lock) {
-            if (closed) return
-            if (shown.isEmpty()) clearLocked() else draw(shown.joinToString("  |  ") { it.text })
-        }
+        line.show(if (shown.isEmpty()) null else shown.joinToString("  |  ") { it.text })
     }
 
-    /** Prints [block]'s output with the line out of the way; the next tick draws it again below. */
-    fun above(block: () -> Unit) = synchronized(lock) {
-        clearLocked()
-        block()
-    }
-
-    private fun draw(text: String) {
-        val fitted = text.take(width)
-        terminal.rawPrint("\r" + fitted + " ".repeat((shown - fitted.length).coerceAtLeast(0)))
-        shown = fitted.length
-    }
-
-    private fun clearLocked() {
-        if (shown == 0) return
-        terminal.rawPrint("\r" + " ".repeat(shown) + "\r")
-        shown = 0
-    }
+    /** Prints [block]'s output with the line out of the way, then draws the line again below it. */
+    fun above(block: () -> Unit) = line.above(block)
 
     override fun close() {
-        synchronized(lock) {
-            closed = true
-            clearLocked()
-        }
+        line.close()
         thread.interrupt()
     }
 
@@ -115,5 +90,57 @@ internal class ProgressLine(
             n >= 1L shl 10 -> String.format(Locale.ROOT, "%.1f KiB", n / (1L shl 10).toDouble())
             else -> "$n B"
         }
+    }
+}
+
+/**
+ * One line at the bottom of a terminal, redrawn in place with "\r" only (no cursor movement: mordant
+ * passes raw prints through as they are, and every terminal reads "\r" alike), while other lines
+ * are printed above it: [above] wipes it, lets the caller print whole lines, and draws it again at
+ * once, so that frequent lines (`--interval 0.1`) neither run into it nor leave it blank until the
+ * next redraw.
+ */
+internal class StatusLine(private val terminal: Terminal) {
+    private val lock = Any()
+    // No wrapping: "\r" must reach the line's start. A terminal that reports no size (0) gets 100.
+    private val width = terminal.size.width.let { if (it <= 0) 100 else (it - 1).coerceAtLeast(20) }
+    /** What the line says (null: nothing), and how many columns of it are on the screen now. */
+    private var text: String? = null
+    private var drawn = 0
+    private var closed = false
+
+    /** Draws [text] in place of what the line said (null: wipes it). */
+    fun show(text: String?) {
+        synchronized(lock) {
+            if (closed) return
+            this.text = text?.take(width)
+            draw()
+        }
+    }
+
+    /** Prints [block]'s output (whole lines) with the line out of the way, then draws it again below. */
+    fun above(block: () -> Unit) = synchronized(lock) {
+        wipe()
+        block()
+        if (!closed) draw()
+    }
+
+    /** Wipes the line for good: what follows is printed where it was. */
+    fun close() = synchronized(lock) {
+        closed = true
+        wipe()
+    }
+
+    private fun draw() {
+        val t = text ?: return wipe()
+        // Spaces cover the end of a longer text drawn before.
+        terminal.rawPrint("\r" + t + " ".repeat((drawn - t.length).coerceAtLeast(0)))
+        drawn = t.length
+    }
+
+    private fun wipe() {
+        if (drawn == 0) return
+        terminal.rawPrint("\r" + " ".repeat(drawn) + "\r")
+        drawn = 0
     }
 }

@@ -124,8 +124,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
     /** No short name: perftest uses every letter, and -i is its --ib-port. */
     private val interval by option("--interval", metavar = "SECONDS",
-        help = "Every SECONDS, a line with this side's traffic in that interval (when standard output is not a terminal) and an interval record in the JSON " +
-            "(no short name: -i is perftest's --ib-port)")
+        help = "Every SECONDS, iperf3's interval lines of this side's traffic (sent and received, in iperf3's units whatever --report_gbits says; " +
+            "above the progress line on a terminal) and an interval record in the JSON (no short name: -i is perftest's --ib-port)")
         .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it <= MAX_DURATION_SECONDS } ?: fail("'$text' is not a number of seconds from 0.1 to $MAX_DURATION_SECONDS ($MAX_DURATION)") }
     private val histogram by option("--histogram", metavar = "FILE",
         help = "Write the latency the results lead with (the first measure section, one way for measureRoundTrip, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
@@ -442,9 +442,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         if (ran == 0) throw nothingToRun()
     }
 
-    /** Samples a side's totals for the peak bandwidth and `--interval` (lines only when stdout is not a terminal). */
+    /** Samples a side's totals for the peak bandwidth and `--interval`'s records and lines (above the progress line on a terminal). */
     private fun sampler(label: String, monitor: ScenarioMonitor) = IntervalSampler(monitor, label, interval,
-        print = if (interval != null && !terminal.terminalInfo.outputInteractive) { line -> say(line) } else null, gbits = perftest.reportGbits)
+        output = if (interval != null) intervalOutput else null)
+
+    /** The `--interval` lines of both sides (--loopback's too: one header). */
+    private val intervalOutput = IntervalOutput { line -> put(line) }
 
     /** One side of a --loopback run: its own thread, defaults, monitor and outcome. */
     private class LoopbackSide(val peer: Peer, val monitor: ScenarioMonitor) {
@@ -548,6 +551,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     /** Launcher output: above the progress line, when there is one; on stderr when stdout carries the JSON (`--json -`). */
     private fun say(text: String, err: Boolean = false) {
+        // Output where the interval lines go (not notes on stderr) comes between rows and their header.
+        if (!err) intervalOutput.interrupted()
+        put(text, err)
+    }
+
+    /** [say] for the interval lines themselves. */
+    private fun put(text: String, err: Boolean = false) {
         val toErr = err || jsonToStdout
         val line = progress
         if (line != null) line.above { emit(text, toErr) } else emit(text, toErr)

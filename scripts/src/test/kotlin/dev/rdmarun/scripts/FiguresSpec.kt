@@ -3,12 +3,15 @@ package dev.rdmarun.scripts
 import com.github.ajalt.clikt.testing.CliktCommandTestResult
 import com.github.ajalt.clikt.testing.test
 import io.kotest.core.spec.style.FunSpec
+import io.kotest.assertions.withClue
+import io.kotest.matchers.collections.shouldBeEmpty
 import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.collections.shouldNotBeEmpty
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
 import java.io.File
 import java.nio.file.Files
+import java.util.Locale
 
 /**
  * The figures of a run are what it measured, exactly, on soft0 in one JVM: perftest's
@@ -22,6 +25,15 @@ class FiguresSpec : FunSpec({
 
     fun script(name: String, text: String) = File(dir, name).apply { writeText(text) }
     fun run(vararg args: String): CliktCommandTestResult = rdmaRun(cache).test(withImplicitRun(arrayOf(*args)).toList())
+
+    val rowPattern = Regex("""\[SUM]\[(TX|RX)-([CS])] +(\d+\.\d\d)-(\d+\.\d\d) +sec +([\d.]+) ([KMGT]?)Bytes +.*""")
+
+    /** The bytes a printed transfer (`44.5` `M`) stands for: the range that rounds to it. */
+    fun bytes(number: String, prefix: String): ClosedFloatingPointRange<Double> {
+        val unit = Math.pow(1024.0, if (prefix.isEmpty()) 0.0 else "KMGT".indexOf(prefix) + 1.0)
+        val half = 0.5 * Math.pow(10.0, -number.substringAfter('.', "").length.toDouble()) * unit
+        return number.toDouble() * unit - half..number.toDouble() * unit + half
+    }
 
     /** The `#iterations` of [role]'s perftest bandwidth line in the printed results. */
     fun iterations(out: String, role: String): Long {
@@ -94,7 +106,7 @@ class FiguresSpec : FunSpec({
         runs.single { it.role == "client" }.end.total.operations shouldBe 300
     }
 
-    test("the intervals of a run add up to its totals, in the JSON and the printed lines, on both sides") {
+    test("the intervals of a run add up to its totals, in the JSON and the printed lines (to their digits), on both sides") {
         val json = File(dir, "intervals.json")
         val runs = listOf(
             listOf("-n", "200", "--interval", "30"), // far shorter than one interval: the partial one is all there is
@@ -113,12 +125,27 @@ class FiguresSpec : FunSpec({
                 r.intervals.sumOf { it.bytesReceived } shouldBe t.bytesReceived
                 r.intervals.sumOf { it.operations } shouldBe t.operations
                 r.intervals.sumOf { it.messagesReceived } shouldBe t.messagesReceived
-                // The printed lines ([role] START-END s  OUT bytes out  IN bytes in ...) after the warm-up's say the same.
-                val printed = result.stdout.lines().filter { it.startsWith("[${r.role}]") }
-                    .let { lines -> lines.drop(lines.indexOfLast { it.contains("warm-up over") } + 1) }
-                    .map { Regex("(\\d+) bytes out\\s+(\\d+) bytes in").find(it)!!.destructured.let { (o, i) -> o.toLong() to i.toLong() } }
-                printed.sumOf { it.first } shouldBe t.bytesSent
-                printed.sumOf { it.second } shouldBe t.bytesReceived
+                // The printed rows after the warm-up's ([SUM][TX-C]  START-END  sec  TRANSFER  BITRATE) are the records,
+                // to iperf3's three digits: a row per record and direction, none for a direction that moved nothing yet.
+                val lines = result.stdout.lines()
+                val side = if (r.role == "server") "S" else "C"
+                val rows = lines.drop(lines.indexOfLast { it.startsWith("[${r.role}] warm-up over") } + 1)
+                    .mapNotNull { rowPattern.matchEntire(it)?.destructured }
+                    .filter { (_, s) -> s == side }
+                    .associate { (direction, _, start, end, number, unit) -> (direction to "$start-$end") to bytes(number, unit) }
+                if (t.bytesSent + t.bytesReceived == 0L) {
+                    rows.keys.shouldBeEmpty()
+                    result.stdout shouldContain "[${r.role}] ${IntervalSampler.NOTHING_MOVED}"
+                }
+                rows.keys.map { it.second }.distinct().size shouldBe (if (rows.isEmpty()) 0 else r.intervals.size)
+                for (record in r.intervals) {
+                    val time = String.format(Locale.ROOT, "%.2f-%.2f", record.startSeconds, record.endSeconds)
+                    for ((direction, moved) in listOf("TX" to record.bytesSent, "RX" to record.bytesReceived)) withClue("$direction $time") {
+                        val printed = rows[direction to time]
+                        if (printed == null) moved shouldBe 0L
+                        else (moved.toDouble() in printed) shouldBe true
+                    }
+                }
             }
         }
     }

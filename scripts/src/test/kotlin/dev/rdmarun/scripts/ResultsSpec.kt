@@ -191,7 +191,7 @@ class ResultsSpec : FunSpec({
         client.intervals.shouldNotBeEmpty()
         client.intervals.zipWithNext().forEach { (a, b) -> b.startSeconds shouldBe a.endSeconds }
         (client.intervals.sumOf { it.operations } <= client.end.total.operations) shouldBe true
-        result.stdout shouldContain "[client]" // not a terminal: interval lines
+        result.stdout shouldContain "[SUM][TX-C]" // the client's interval rows
         val text = hgrm.readText()
         text shouldContain "Value     Percentile TotalCount 1/(1-Percentile)"
         text shouldStartWith "# rdma-run writes.main.kts: client, latency work requests"
