@@ -3,7 +3,7 @@
 #   dist/build.sh VERSION JAVA_HOME TARGET_DIR
 # The archive holds a Java runtime made by jlink with the modules the jars need (no JDK where it is
 # unpacked), the launcher's jars with an AOT cache made by that runtime, bin/rdma-run, the samples,
-# LICENSE, README.md and a man page generated from the commands' --help.
+# LICENSE, README.md with the documents it links to (docs/, SECURITY.md, ...) and a man page.
 set -euo pipefail
 version=$1 jdk=$2 target=$3
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,7 +25,11 @@ cp "$root/scripts/target/rdma-run.jar" "$stage/app/"
 cp -r "$root/scripts/target/lib" "$stage/app/lib"
 install -m 0755 "$here/rdma-run.sh" "$stage/bin/rdma-run"
 cp "$root"/samples/*.main.kts "$stage/samples/"
-cp "$root/LICENSE" "$root/README.md" "$stage/"
+# The README and the documents it links to, where its links point: docs/ and, beside it, SECURITY.md,
+# BENCHMARKS.md and the perftest output parser it shows (e2e/dist.sh checks every link resolves).
+cp "$root/LICENSE" "$root/README.md" "$root/SECURITY.md" "$root/BENCHMARKS.md" "$stage/"
+cp -r "$root/docs" "$stage/docs"
+install -D -m 0755 "$root/e2e/perftest_parse.py" "$stage/e2e/perftest_parse.py"
 
 # app/rdma-run.aot: the archive's AOT cache (JEP 483), which bin/rdma-run passes to the JVM (a cached
 # script reaches its first verbs call in under half the time, BENCHMARKS.md). Made as scripts/pom.xml
@@ -59,47 +63,10 @@ train create -XX:AOTMode=create -XX:AOTConfiguration="$conf" -XX:AOTCache="$stag
   -XX:+UnlockDiagnosticVMOptions -XX:-AOTAdapterCaching -jar /proc/self/fd/9/rdma-run.jar
 rm "$conf"
 
-# The man page, from --help as this build prints it (so every option of every command is in it).
-launch() { COLUMNS=80 "$stage/bin/rdma-run" "$@"; }
-roff() { sed -e 's/\\/\\e/g' -e "s/^\\([.']\\)/\\\\\\&\\1/"; }
-commands=$(launch --help | awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1}')
-{
-  echo ".TH RDMA-RUN 1 \"$(date -u +%Y-%m-%d)\" \"rdma-run $version\" \"User Commands\""
-  echo ".SH NAME"
-  echo "rdma-run \\- RDMA experiments from scenario scripts: run them, ping-pong, list devices and GIDs"
-  echo ".SH SYNOPSIS"
-  echo ".B rdma-run"
-  echo "[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]..."
-  echo ".br"
-  echo ".B rdma-run"
-  echo "\\fIFILE.main.kts\\fR [\\fIOPTIONS\\fR] (short for \\fBrdma-run run\\fR \\fIFILE.main.kts\\fR)"
-  echo ".SH DESCRIPTION"
-  echo ".nf"
-  launch --help | roff
-  echo ".fi"
-  echo ".SH COMMANDS"
-  for c in $commands; do
-    echo ".SS rdma-run $c"
-    echo ".nf"
-    launch "$c" --help | roff
-    echo ".fi"
-  done
-  echo ".SH EXIT STATUS"
-  echo "0 success; 1 the run failed (the cause on standard error); 2 the script does not compile or runs no rdma { };"
-  echo "130 interrupted; n the script called System.exit(n)."
-  echo ".SH ENVIRONMENT"
-  echo ".TP"
-  echo ".B RDMA_RUN_TOKEN"
-  echo "the control connection's shared secret (--token)"
-  echo ".TP"
-  echo ".B RDMA_RUN_CACHE"
-  echo "where compiled scripts are cached (default ~/.cache/rdma-run)"
-  echo ".TP"
-  echo ".B RDMA_RUN_JAVA_OPTS"
-  echo "extra options for the bundled Java runtime"
-  echo ".SH SEE ALSO"
-  echo "ibv_rc_pingpong(1), ib_send_lat(1), ib_write_bw(1), ibv_devices(1), show_gids(8)"
-} >"$stage/man/man1/rdma-run.1"
+# The man page, from the launcher's classes (scripts/.../ManPage.kt): every command's --help as this
+# build prints it, the examples, files, exit statuses and environment.
+"$stage/runtime/bin/java" --enable-native-access=ALL-UNNAMED -cp "$stage/app/rdma-run.jar" dev.rdmarun.scripts.ManPage "$version" "$(date -u +%Y-%m-%d)" \
+  >"$stage/man/man1/rdma-run.1"
 
 tar -C "$target/stage" -czf "$target/$name-linux-x64.tar.gz" "$name"
 echo "dist: $target/$name-linux-x64.tar.gz ($(du -h "$target/$name-linux-x64.tar.gz" | cut -f1))"

@@ -2,8 +2,9 @@
 # The release archive, as a user gets it: unpacks dist/target/rdma-run-*-linux-x64.tar.gz into a
 # temporary directory and, with no JDK to be found (JAVA_HOME unset, PATH without one), runs
 # `rdma-run --version`, `rdma-run devices` (on a host without RDMA it exits 1 and lists soft0),
-# the card sample on soft0 in loopback, and renders the man page; checks that the runtime loads the
-# launcher's classes from the archive's AOT cache, there and after a move to another directory,
+# the card sample on soft0 in loopback, and renders the man page; checks the man page's sections,
+# that docs/ is there and that the README's links resolve in the archive, that the runtime loads
+# the launcher's classes from the archive's AOT cache, there and after a move to another directory,
 # and that it runs, quietly, with the cache unusable or removed. Run by .ci/run after the build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +43,23 @@ if command -v groff >/dev/null; then
   label="the man page renders without warnings"
   check bash -c "[ -z \"\$(groff -man -Tutf8 -ww '$home/man/man1/rdma-run.1' 2>&1 >/dev/null)\" ]"
 fi
+label="the man page has EXAMPLES, FILES and EXIT STATUS"
+check bash -c "for s in EXAMPLES FILES 'EXIT STATUS'; do grep -qx \".SH \$s\" '$home/man/man1/rdma-run.1' || exit 1; done"
+label="docs/results-json.md is in the archive"
+check test -s "$home/docs/results-json.md"
+# What an archive user follows from the README (and the documents beside it) is in the archive.
+label="every relative link of the archive's README.md and docs resolves in the archive"
+links_ok() {
+  local doc target missing=0
+  for doc in "$home"/*.md "$home"/docs/*.md; do
+    while IFS= read -r target; do
+      target=${target%%#*}
+      [ -z "$target" ] || [ -e "$(dirname "$doc")/$target" ] || { echo "dist.sh: ${doc#"$home"/} links to $target, not in the archive" >&2; missing=1; }
+    done < <(grep -o '](\([^)]*\))' "$doc" | sed 's/^](\(.*\))$/\1/' | grep -Ev '^[a-z]+:' || true)
+  done
+  return $missing
+}
+check links_ok
 unpacked=$(du -sh "$home" | cut -f1)
 
 # The AOT cache, made in dist/target/stage: the class-loading log names it ("shared objects file")

@@ -68,7 +68,7 @@ class Interruption(private val report: (String) -> Unit = {}) : AutoCloseable {
         if (requested) throw interrupted()
     }
 
-    fun interrupted(cause: Throwable? = null) = CommandFailure("interrupted", exitCode = 130, cause = cause)
+    fun interrupted(cause: Throwable? = null) = CommandFailure("interrupted", ExitStatus.INTERRUPTED, cause)
 
     /** Runs [block], which blocks on [resource]; Ctrl-C closes the resource to wake it up. */
     fun <C : Closeable, R> blockingOn(resource: C, block: (C) -> R): R {

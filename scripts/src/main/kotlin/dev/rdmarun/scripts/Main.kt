@@ -3,18 +3,27 @@ package dev.rdmarun.scripts
 import com.github.ajalt.clikt.core.CliktCommand
 import com.github.ajalt.clikt.core.Context
 import com.github.ajalt.clikt.core.findOrSetObject
+import com.github.ajalt.clikt.core.PrintCompletionMessage
 import com.github.ajalt.clikt.core.main
 import com.github.ajalt.clikt.core.subcommands
 import com.github.ajalt.clikt.parameters.options.flag
 import com.github.ajalt.clikt.parameters.options.option
+import com.github.ajalt.clikt.parameters.options.validate
+import com.github.ajalt.clikt.parameters.types.choice
 import com.github.ajalt.clikt.completion.completionOption
 import com.github.ajalt.clikt.parameters.options.versionOption
 import dev.rdmarun.dsl.Handshake
 import dev.rdmarun.scripts.host.ScenarioScriptHost
 import java.io.File
 
-/** Root of the `rdma-run` command line: global options, then dispatch to a subcommand. */
-class RdmaRun : CliktCommand(name = "rdma-run") {
+/**
+ * Root of the `rdma-run` command line: global options, then dispatch to a subcommand.
+ * [cliktCompletion]: clikt's own completion option instead of rdma-run's, which starts from its
+ * script ([ShellCompletion]).
+ */
+class RdmaRun internal constructor(cliktCompletion: Boolean) : CliktCommand(name = "rdma-run") {
+    constructor() : this(cliktCompletion = false)
+
     // Bare `rdma-run` shows the command list rather than silently succeeding.
     override val printHelpOnEmptyArgs = true
 
@@ -23,8 +32,21 @@ class RdmaRun : CliktCommand(name = "rdma-run") {
 
     init {
         versionOption(VERSION, message = { "rdma-run $it (control protocol ${Handshake.VERSION}; Java ${Runtime.version()})" })
-        // `rdma-run --generate-completion bash|zsh|fish`: a completion script for the shell.
-        completionOption(help = "Print a completion script for bash, zsh or fish and exit")
+        // `rdma-run --generate-completion bash|zsh|fish`: a completion script for the shell. Clikt
+        // writes its script only from its own option, so rdma-run's takes it from a copy of the
+        // commands that has clikt's, and adds what the implicit `run` needs.
+        val help = "Print a completion script for bash, zsh or fish and exit"
+        if (cliktCompletion) {
+            completionOption(ShellCompletion.OPTION, help = help)
+        } else {
+            val metavar = ShellCompletion.SHELLS.joinToString("|", "(", ")")
+            registerOption(option(ShellCompletion.OPTION, help = help, metavar = metavar, eager = true)
+                .choice(*ShellCompletion.SHELLS.toTypedArray())
+                .validate { shell ->
+                    val script = ShellCompletion.script(this@RdmaRun, shell) { commands(RdmaRun(cliktCompletion = true), null) }
+                    throw PrintCompletionMessage(script)
+                })
+        }
     }
 
     override fun help(context: Context) = """
@@ -46,7 +68,9 @@ val VERSION: String = RdmaRun::class.java.`package`?.implementationVersion ?: "d
  * The command line with every subcommand registered (main and the specs use this).
  * [scriptCache]: where compiled scenario scripts are kept; null compiles every time (tests).
  */
-fun rdmaRun(scriptCache: File? = ScenarioScriptHost.defaultCacheDir()): CliktCommand = RdmaRun().subcommands(
+fun rdmaRun(scriptCache: File? = ScenarioScriptHost.defaultCacheDir()): CliktCommand = commands(RdmaRun(), scriptCache)
+
+private fun commands(root: RdmaRun, scriptCache: File?): CliktCommand = root.subcommands(
     DevicesCommand(),
     GidsCommand(),
     PingpongCommand(),

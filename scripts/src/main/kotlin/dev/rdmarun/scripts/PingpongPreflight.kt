@@ -70,7 +70,7 @@ internal class PingpongPreflight(
         var why: String
         while (true) {
             val failure = round(client, server, stop, roundLimits, deadline)
-            if (interruption.requested || (failure as? CommandFailure)?.exitCode == 130) throw interruption.interrupted(failure)
+            if (interruption.requested || (failure as? CommandFailure)?.status == ExitStatus.INTERRUPTED) throw interruption.interrupted(failure)
             val now = System.nanoTime()
             if (failure != null) {
                 say("pre-flight warm-up stopped after ${seconds(now - started)} s (${failure.message}); the measured exchanges may start cold")
@@ -112,7 +112,7 @@ internal class PingpongPreflight(
                 if (interruption.requested) stop.requestStop()
             }
         }
-        return failures.firstOrNull { it != null && !(it is CommandFailure && it.exitCode == 130) } ?: failures.firstOrNull { it != null }
+        return failures.firstOrNull { it != null && !(it is CommandFailure && it.status == ExitStatus.INTERRUPTED) } ?: failures.firstOrNull { it != null }
     }
 
     private fun seconds(nanos: Long) = String.format(Locale.ROOT, "%.1f", nanos / 1e9)

@@ -12,12 +12,18 @@ import java.io.IOException
 class GlobalOptions(var debug: Boolean = false)
 
 /**
- * A failure the command explains itself: printed as one line on stderr, then exit [exitCode].
+ * A failure the command explains itself: printed as one line on stderr, then exit with [status].
  * The message says what went wrong and, where known, what to do. [namesFile]: the message names
  * the file itself, so the line starts with plain `rdma-run:` instead of the command's prefix.
  */
-class CommandFailure(message: String, val exitCode: Int = 1, cause: Throwable? = null, val namesFile: Boolean = false) :
-    RuntimeException(message, cause)
+class CommandFailure(
+    message: String,
+    val status: ExitStatus = ExitStatus.FAILURE,
+    cause: Throwable? = null,
+    val namesFile: Boolean = false,
+) : RuntimeException(message, cause) {
+    val exitCode: Int get() = status.code
+}
 
 /**
  * Base of the rdma-run subcommands: runs [execute] and turns the failures people cause (no RDMA in
@@ -57,20 +63,20 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
         } catch (e: CliktError) {
             throw e // usage errors and exit codes: clikt reports them
         } catch (e: VerbsException) {
-            fail(oneLine(e), e, 1)
+            fail(oneLine(e), e, ExitStatus.FAILURE)
         } catch (e: UnsatisfiedLinkError) {
             // LibIbverbs says which packages to install when libibverbs.so.1 is missing.
-            fail(e.message ?: e.toString(), e, 1)
+            fail(e.message ?: e.toString(), e, ExitStatus.FAILURE)
         } catch (e: CommandFailure) {
             // After Ctrl-C, "interrupted" is said once: here, or by the shutdown hook if the command was late.
-            if (e.exitCode == 130 && interruption?.claimReport() == false) throw ProgramResult(130)
-            fail(e.message ?: "failed", e, e.exitCode, if (e.namesFile) "rdma-run" else errorPrefix)
+            if (e.status == ExitStatus.INTERRUPTED && interruption?.claimReport() == false) throw ProgramResult(e.exitCode)
+            fail(e.message ?: "failed", e, e.status, if (e.namesFile) "rdma-run" else errorPrefix)
         } catch (e: WireFormatException) {
-            fail(e.message ?: "bad message from the peer", e, 1)
+            fail(e.message ?: "bad message from the peer", e, ExitStatus.FAILURE)
         } catch (e: IOException) {
-            fail(e.message ?: e.toString(), e, 1)
+            fail(e.message ?: e.toString(), e, ExitStatus.FAILURE)
         } catch (e: RuntimeException) {
-            fail("internal error: $e" + if (debug) "" else " (rdma-run --debug shows the stack trace)", e, 1)
+            fail("internal error: $e" + if (debug) "" else " (rdma-run --debug shows the stack trace)", e, ExitStatus.FAILURE)
         } finally {
             interruption?.close()
             interruption = null
@@ -83,10 +89,10 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
      */
     protected fun emit(text: String, err: Boolean = false) = terminal.rawPrint(text + "\n", stderr = err)
 
-    private fun fail(message: String, cause: Throwable, exitCode: Int, prefix: String = errorPrefix): Nothing {
+    private fun fail(message: String, cause: Throwable, status: ExitStatus, prefix: String = errorPrefix): Nothing {
         emit("$prefix: $message", err = true)
         if (debug) emit(cause.stackTraceToString().trimEnd(), err = true)
-        throw ProgramResult(exitCode)
+        throw ProgramResult(status.code)
     }
 
     companion object {

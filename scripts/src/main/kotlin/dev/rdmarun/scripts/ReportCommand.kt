@@ -28,13 +28,13 @@ class ReportCommand : RdmaCommand(NAME) {
             try {
                 ResultsReader.read(f)
             } catch (e: ResultsFormatException) {
-                throw CommandFailure(e.message!!, 1, e)
+                throw CommandFailure(e.message!!, cause = e)
             }
         }
         try {
             output.writeText(ReportPage.render(inputs))
         } catch (e: IOException) {
-            throw CommandFailure("cannot write the report to $output: ${e.message}", 1, e)
+            throw CommandFailure("cannot write the report to $output: ${e.message}", cause = e)
         }
         emit("rdma-run report: wrote $output (${inputs.sumOf { it.document.runs.size }} runs from ${inputs.size} file${if (inputs.size == 1) "" else "s"})")
     }

@@ -1,5 +1,6 @@
 package dev.rdmarun.scripts
 
+import com.github.ajalt.clikt.completion.CompletionCandidates
 import com.github.ajalt.clikt.core.Context
 import com.github.ajalt.clikt.core.ProgramResult
 import com.github.ajalt.clikt.core.terminal
@@ -67,11 +68,8 @@ import kotlin.time.Duration
  * and keeps waiting for its client until the timeout. `--loopback` uses a fresh random secret
  * unless one is given. The secret is never printed.
  *
- * Exit status: 0 success; 1 the run failed (cause and hint on stderr; what the script's own code
- * threw as `script failed at FILE:LINE: Type: message`); 2 the script does not compile
- * (`file:line:col: error: ...` lines), is not a Kotlin script (binary, not UTF-8), or runs no
- * `rdma { }`; 130 Ctrl-C; n when the script calls `System.exit(n)`; clikt's status for usage
- * errors.
+ * Exit status: [ExitStatus] (1 the run failed, 2 the script cannot run, 130 Ctrl-C), or n when
+ * the script calls `System.exit(n)`.
  */
 class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** Where `--json` goes: [file], or standard output when null (`--json -`). */
@@ -84,7 +82,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         data object Loopback : Mode
     }
 
-    private val script by argument("FILE.main.kts", help = "The scenario script")
+    private val script by argument("FILE.main.kts", help = "The scenario script", completionCandidates = ShellCompletion.SCRIPTS)
         .file(mustExist = true, canBeDir = false, mustBeReadable = true)
     private val mode by mutuallyExclusiveOptions(
         option("--listen", metavar = "PORT|ADDR:PORT",
@@ -113,7 +111,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             val twice = sets.groupBy { it.first }.filterValues { it.size > 1 }.keys
             require(twice.isEmpty()) { "--set ${twice.first()} is given more than once" }
         }
-    private val json by option("--json", metavar = "FILE|-",
+    private val json by option("--json", metavar = "FILE|-", completionCandidates = CompletionCandidates.Path,
         help = "Also write the results as JSON (schema 1, docs/results-json.md) to FILE, or with - to standard output (the rest then goes to standard error); written on failure too")
         .convert { text -> JsonTarget(if (text == "-") null else File(text)) }
         .validate { target ->
@@ -156,8 +154,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     override fun help(context: Context) =
         "Run a scenario script on this side: the server with --listen, the client with --peer, or both in this JVM with --loopback. " +
-            "Exit status: 0 success, 1 the run failed, 2 the file is not a script that compiles or it runs no rdma { }, 130 interrupted, " +
-            "n the script called System.exit(n)."
+            "Exit status: ${ExitStatus.summary()}."
 
     /** The live line, while one is shown: launcher output goes above it. */
     @Volatile
@@ -262,8 +259,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private fun errorOf(e: Throwable): ResultsError = when (e) {
         is CommandFailure -> ResultsError(e.message ?: "failed", e.exitCode)
         is ProgramResult -> ResultsError(lastFailure ?: "exit status ${e.statusCode}", e.statusCode)
-        is VerbsException -> ResultsError(oneLine(e), 1)
-        else -> ResultsError(e.message ?: e.toString(), 1)
+        is VerbsException -> ResultsError(oneLine(e), ExitStatus.FAILURE.code)
+        else -> ResultsError(e.message ?: e.toString(), ExitStatus.FAILURE.code)
     }
 
     /** A scenario ended on one side: keep it, with its intervals and peak, for the JSON; returns it. */
@@ -292,7 +289,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             else try {
                 file.writeText(text + "\n")
             } catch (e: IOException) {
-                throw CommandFailure("cannot write the results to $file: ${e.message}", 1, e)
+                throw CommandFailure("cannot write the results to $file: ${e.message}", cause = e)
             }
         }
         histogram?.let { file -> writeHistograms(file, runs) }
@@ -321,7 +318,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                     if (out.checkError()) throw IOException("write failed")
                 }
             } catch (e: IOException) {
-                throw CommandFailure("cannot write the histogram to $target: ${e.message}", 1, e)
+                throw CommandFailure("cannot write the histogram to $target: ${e.message}", cause = e)
             }
         }
     }
@@ -370,13 +367,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 say("rdma-run: compiling ${script.name}" + if (scriptCache != null) " (not in the compiled-script cache yet)" else "", err = true)
             }
         } catch (e: NotAScriptException) {
-            throw CommandFailure(e.message!!, 2, e, namesFile = true)
+            throw CommandFailure(e.message!!, ExitStatus.SCRIPT_UNUSABLE, e, namesFile = true)
         } catch (e: ScriptCompilationException) {
             // A binary that happens to be valid UTF-8 gives one error per byte: the first few say enough.
             e.diagnostics.take(MAX_DIAGNOSTICS).forEach { say(it, err = true) }
             if (e.diagnostics.size > MAX_DIAGNOSTICS) say("... and ${e.diagnostics.size - MAX_DIAGNOSTICS} more errors", err = true)
             e.hint?.let { say("hint: $it", err = true) }
-            throw ProgramResult(2)
+            throw ProgramResult(ExitStatus.SCRIPT_UNUSABLE.code)
         }
         if (debug) {
             val seconds = String.format(Locale.ROOT, "%.1f", (System.nanoTime() - start) / 1e9)
@@ -409,7 +406,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
      * A script that ran to its end without one `rdma { }` finishing or failing (empty, or only
      * top-level code): an `rdma { }` that ran returns a result or throws, and --check stops at its connect.
      */
-    private fun nothingToRun() = CommandFailure("${script.path} has no rdma { } block: nothing to run", 2, namesFile = true)
+    private fun nothingToRun() = CommandFailure("${script.path} has no rdma { } block: nothing to run", ExitStatus.SCRIPT_UNUSABLE, namesFile = true)
 
     /**
      * The run's failure as one line: what the DSL, the runtime or the peer say about it, or, for
@@ -420,7 +417,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     private fun failed(cause: Throwable): CommandFailure {
         val source = scriptSource ?: ScriptSource(script.path, script.name)
-        return CommandFailure(describeFailure(cause, source), 1, cause, namesFile = scriptLine(cause, source) != null)
+        return CommandFailure(describeFailure(cause, source), cause = cause, namesFile = scriptLine(cause, source) != null)
     }
 
     private fun oneSide(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
@@ -517,7 +514,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 say("${if (described.namesFile) "rdma-run" else errorPrefix} (${side.label}): ${described.message}", err = true)
                 if (debug) say(cause.stackTraceToString().trimEnd(), err = true)
             }
-            throw ProgramResult(1)
+            throw ProgramResult(ExitStatus.FAILURE.code)
         }
         if (sides.all { it.results.isEmpty() }) throw nothingToRun()
         val devices = sides.flatMap { s -> s.results.map { it.end.device } }.distinct()
