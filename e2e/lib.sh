@@ -86,14 +86,19 @@ expect_rc() {
   fi
 }
 
-# expect_pair_ok TEXT: the processes named server and client both exited 0 and printed TEXT.
-expect_pair_ok() {
+# expect_pair RC TEXT: the processes named server and client both exited RC and printed TEXT.
+expect_pair() {
   local side ok=0
   for side in server client; do
-    expect_rc "$side" 0 || ok=1
-    expect_log "$side" "$1" || ok=1
+    expect_rc "$side" "$1" || ok=1
+    expect_log "$side" "$2" || ok=1
   done
   return $ok
+}
+
+# expect_pair_ok TEXT: both exited 0 and printed TEXT.
+expect_pair_ok() {
+  expect_pair 0 "$1"
 }
 
 # expect_log NAME TEXT: fails the case unless NAME's log contains TEXT (fixed string).
