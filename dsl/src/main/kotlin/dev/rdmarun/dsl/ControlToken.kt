@@ -59,6 +59,17 @@ class ControlToken private constructor(
     }
 
     companion object {
+        /** The environment variable that gives the shared secret, as `--token` does. */
+        const val ENV: String = "RDMA_RUN_TOKEN"
+
+        /**
+         * The secret of a run without `--token`: `$RDMA_RUN_TOKEN` when set and not empty, else the
+         * per-user secret ([userSecret], which may throw its [ScenarioException]).
+         */
+        @JvmStatic
+        fun fromEnvironment(): ControlToken =
+            System.getenv(ENV)?.takeIf { it.isNotEmpty() }?.let(::of) ?: userSecret()
+
         /** The token this text (UTF-8) makes; it must not be empty. */
         @JvmStatic
         fun of(text: String): ControlToken {

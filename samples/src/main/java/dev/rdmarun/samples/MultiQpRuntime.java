@@ -83,9 +83,8 @@ public final class MultiQpRuntime {
      * per-user secret (two processes of one user, or hosts sharing the home directory, agree).
      */
     static ControlToken sharedSecret() throws Failure {
-        String token = System.getenv("RDMA_RUN_TOKEN");
         try {
-            return token != null && !token.isEmpty() ? ControlToken.of(token) : ControlToken.userSecret();
+            return ControlToken.fromEnvironment();
         } catch (ScenarioException e) {
             throw new Failure(e.getMessage());
         }

@@ -159,7 +159,7 @@ class PingpongCommand : RdmaCommand("pingpong") {
      * per-user secret (so two processes of one user, or hosts sharing the home directory, agree).
      */
     private fun softSecret(): ControlToken = try {
-        System.getenv(ScenarioCommand.TOKEN_ENV)?.takeIf { it.isNotEmpty() }?.let { ControlToken.of(it) } ?: ControlToken.userSecret()
+        ControlToken.fromEnvironment()
     } catch (e: ScenarioException) {
         throw CommandFailure(e.message.orEmpty(), cause = e)
     }

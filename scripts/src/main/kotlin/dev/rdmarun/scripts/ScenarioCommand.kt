@@ -566,7 +566,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         const val NAME = "run"
 
         /** The environment variable `--token` defaults to (a token on a command line is visible in `ps`). */
-        const val TOKEN_ENV = "RDMA_RUN_TOKEN"
+        const val TOKEN_ENV = ControlToken.ENV
 
         /** Compiler errors shown at most; the rest are counted. */
         const val MAX_DIAGNOSTICS = 10
