@@ -1,6 +1,6 @@
 /*
  * Prints what the C compiler says about the structs the runtime mirrors in Java
- * (dev.rdmarun.runtime.ffi.Structs, LibC.POLLFD), one fact per line:
+ * (dev.rdmarun.runtime.ibverbs.ffi.Structs, WcLayout, os.LibC.POLLFD), one fact per line:
  *
  *   size   <key> <bytes>     key is "struct" or "struct.field.path" (the Java path)
  *   offset <key> <bytes>     members only

@@ -7,8 +7,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.DeviceList;
+import dev.rdmarun.runtime.WcLayout;
 import dev.rdmarun.runtime.WorkCompletions;
-import dev.rdmarun.runtime.ffi.Structs;
+import dev.rdmarun.runtime.ibverbs.ffi.Structs;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -71,7 +72,7 @@ public class DowncallBench extends JmhDefaults {
         Linker linker = Linker.nativeLinker();
         cLoop = linker.downcallHandle(bench.find("rr_call_loop").orElseThrow(),
                 FunctionDescriptor.of(JAVA_LONG, ADDRESS, ADDRESS, JAVA_INT, ADDRESS, JAVA_LONG));
-        wc = arena.allocate(Structs.IBV_WC.byteSize() * 16, 8);
+        wc = arena.allocate(WcLayout.SIZE * 16, 8);
         if (target.equals("host")) {
             fn = bench.find("rr_noop_poll").orElseThrow();
         } else {

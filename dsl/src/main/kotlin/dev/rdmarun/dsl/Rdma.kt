@@ -1,5 +1,6 @@
 package dev.rdmarun.dsl
 
+import dev.rdmarun.runtime.SoftTransport
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.job
 import kotlinx.coroutines.runBlocking
@@ -35,6 +36,12 @@ data class RdmaOptions(
      * peer, as `script failed at FILE:LINE: Type: message` ([describeFailure]). Null: an application.
      */
     val script: ScriptSource? = null,
+    /**
+     * How soft0 reaches the peer's context ([SoftTransport.MEMORY]: only in this JVM, no socket).
+     * Null, the default: what the system property [SoftTransport.PROPERTY] says, else
+     * [SoftTransport.AUTO] ([SoftTransport.configured]). A libibverbs device ignores it.
+     */
+    val softTransport: SoftTransport? = null,
 ) {
     /** These parameters instead (for Java, which has no copy with named arguments). */
     fun withParameters(parameters: Map<String, String>) = copy(parameters = parameters)
@@ -44,6 +51,9 @@ data class RdmaOptions(
 
     /** This control-connection token instead ([ControlToken.of]; null: the per-user secret). */
     fun withToken(token: String?) = copy(token = token?.let { ControlToken.of(it) })
+
+    /** This soft0 transport instead (null: [SoftTransport.configured]). */
+    fun withSoftTransport(softTransport: SoftTransport?) = copy(softTransport = softTransport)
 }
 
 /**

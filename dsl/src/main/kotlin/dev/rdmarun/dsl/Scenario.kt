@@ -192,7 +192,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         connectedRole = plan.role
         options.onPlan?.invoke(plan)
         if (checkOnly) throw CheckStop
-        val s = Session(plan, polling, options.monitor, options.token)
+        val s = Session(plan, polling, options.monitor, options.token, options.softTransport)
         session = s
         s.runJob = currentCoroutineContext().job
         s.connect()

@@ -10,14 +10,15 @@ import dev.rdmarun.runtime.Gid
 import dev.rdmarun.runtime.MemoryRegion
 import dev.rdmarun.runtime.Mtu
 import dev.rdmarun.runtime.PollingDispatcher
+import dev.rdmarun.runtime.PortAttributes
 import dev.rdmarun.runtime.ProtectionDomain
 import dev.rdmarun.runtime.QpEndpoint
 import dev.rdmarun.runtime.QueuePair
 import dev.rdmarun.runtime.QueuePairConfig
 import dev.rdmarun.runtime.RemoteRegion
-import dev.rdmarun.runtime.PortAttributes
 import dev.rdmarun.runtime.RtrAttributes
 import dev.rdmarun.runtime.RtsAttributes
+import dev.rdmarun.runtime.SoftTransport
 import dev.rdmarun.runtime.WorkCompletions
 import dev.rdmarun.runtime.engine.QpEngine
 import java.net.ServerSocket
@@ -67,6 +68,8 @@ internal class Session(
     private val monitor: ScenarioMonitor?,
     /** The control connection's shared secret; null: the per-user secret ([ControlToken.userSecret]). */
     private val token: ControlToken? = null,
+    /** How soft0 reaches the peer; null: [SoftTransport.configured]. */
+    private val softTransport: SoftTransport? = null,
 ) : PollingDispatcher.Agent {
     val settings = plan.settings
     val role = plan.role
@@ -258,7 +261,7 @@ internal class Session(
         DeviceList.open().use { list ->
             val names = list.devices().map { it.name() }
             deviceName = Validation.checkDevice(plan, names,
-                attributes = { name -> list.find(name).open().also { context = it }.queryDevice() },
+                attributes = { name -> list.find(name).open(softTransport ?: SoftTransport.configured()).also { context = it }.queryDevice() },
                 port = { context!!.queryPort(settings.port) },
                 missing = list.unavailable().firstOrNull()?.describeInline(),
                 software = list.devices().filter { it.isSoftware() }.map { it.name() })

@@ -2,7 +2,7 @@ package dev.rdmarun.runtime;
 
 /**
  * One RDMA device of a {@link DeviceList}: a libibverbs device, or rdma-run's software emulation.
- * {@link #open()} gives a {@link Context} that stays valid after the list is closed.
+ * {@link #open(SoftTransport)} gives a {@link Context} that stays valid after the list is closed.
  */
 public abstract class Device {
     private final String name;
@@ -30,7 +30,16 @@ public abstract class Device {
     /** True for rdma-run's software emulation (no kernel RDMA involved). */
     public abstract boolean isSoftware();
 
-    public abstract Context open();
+    /** Opens the device; soft0 reaches its peers as {@link SoftTransport#configured()} says. */
+    public final Context open() {
+        return open(SoftTransport.configured());
+    }
+
+    /**
+     * Opens the device. {@code softTransport} says how a software device reaches other contexts;
+     * a libibverbs device ignores it.
+     */
+    public abstract Context open(SoftTransport softTransport);
 
     @Override
     public String toString() {

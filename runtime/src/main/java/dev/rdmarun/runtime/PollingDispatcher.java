@@ -4,9 +4,9 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 
-import dev.rdmarun.runtime.ffi.Calls;
-import dev.rdmarun.runtime.ffi.Errno;
-import dev.rdmarun.runtime.ffi.LibC;
+import dev.rdmarun.runtime.os.Calls;
+import dev.rdmarun.runtime.os.Errno;
+import dev.rdmarun.runtime.os.LibC;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;

@@ -1,6 +1,6 @@
 package dev.rdmarun.runtime;
 
-import dev.rdmarun.runtime.ffi.Errno;
+import dev.rdmarun.runtime.os.Errno;
 import java.util.Set;
 
 /**

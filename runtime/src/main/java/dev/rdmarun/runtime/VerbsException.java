@@ -1,6 +1,6 @@
 package dev.rdmarun.runtime;
 
-import dev.rdmarun.runtime.ffi.LibC;
+import dev.rdmarun.runtime.os.LibC;
 
 /**
  * A verbs call failed. The message names the call and the errno text; {@link #hint()} says the

@@ -3,8 +3,7 @@ package dev.rdmarun.runtime;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
-import dev.rdmarun.runtime.ffi.Segments;
-import dev.rdmarun.runtime.ffi.Structs;
+import dev.rdmarun.runtime.os.Segments;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
@@ -13,8 +12,7 @@ import java.lang.foreign.MemorySegment;
  * native struct in place (a flyweight): polling and reading completions allocate nothing.
  */
 public final class WorkCompletions implements AutoCloseable {
-    private static final long SIZE = Structs.IBV_WC.byteSize();
-    private static final int WC_WITH_IMM = 2;
+    private static final long SIZE = WcLayout.SIZE;
 
     private final Arena arena;
     /** The array, unscoped: polls and reads check {@link #closed} instead of the arena (see Segments). */
@@ -28,7 +26,7 @@ public final class WorkCompletions implements AutoCloseable {
     public WorkCompletions(int capacity) {
         if (capacity < 1) throw new IllegalArgumentException("capacity must be positive");
         this.arena = Arena.ofShared();
-        this.segment = Segments.unscoped(arena.allocate(Structs.IBV_WC, capacity));
+        this.segment = Segments.unscoped(arena.allocate(WcLayout.IBV_WC, capacity));
         this.capacity = capacity;
     }
 
@@ -51,11 +49,11 @@ public final class WorkCompletions implements AutoCloseable {
     }
 
     public long wrId(int i) {
-        return segment.get(JAVA_LONG, at(i) + Structs.WC_WR_ID);
+        return segment.get(JAVA_LONG, at(i) + WcLayout.WR_ID);
     }
 
     public int statusCode(int i) {
-        return segment.get(JAVA_INT, at(i) + Structs.WC_STATUS);
+        return segment.get(JAVA_INT, at(i) + WcLayout.STATUS);
     }
 
     public WcStatus status(int i) {
@@ -67,28 +65,28 @@ public final class WorkCompletions implements AutoCloseable {
     }
 
     public WcOpcode opcode(int i) {
-        return WcOpcode.of(segment.get(JAVA_INT, at(i) + Structs.WC_OPCODE));
+        return WcOpcode.of(segment.get(JAVA_INT, at(i) + WcLayout.OPCODE));
     }
 
     public int byteLength(int i) {
-        return segment.get(JAVA_INT, at(i) + Structs.WC_BYTE_LEN);
+        return segment.get(JAVA_INT, at(i) + WcLayout.BYTE_LEN);
     }
 
     public boolean hasImmediate(int i) {
-        return (segment.get(JAVA_INT, at(i) + Structs.WC_WC_FLAGS) & WC_WITH_IMM) != 0;
+        return (segment.get(JAVA_INT, at(i) + WcLayout.WC_FLAGS) & WcLayout.WITH_IMM) != 0;
     }
 
     /** Immediate data in host order (the wire carries it big-endian). */
     public int immediate(int i) {
-        return Integer.reverseBytes(segment.get(JAVA_INT, at(i) + Structs.WC_IMM_DATA));
+        return Integer.reverseBytes(segment.get(JAVA_INT, at(i) + WcLayout.IMM_DATA));
     }
 
     public int qpNum(int i) {
-        return segment.get(JAVA_INT, at(i) + Structs.WC_QP_NUM);
+        return segment.get(JAVA_INT, at(i) + WcLayout.QP_NUM);
     }
 
     public int vendorError(int i) {
-        return segment.get(JAVA_INT, at(i) + Structs.WC_VENDOR_ERR);
+        return segment.get(JAVA_INT, at(i) + WcLayout.VENDOR_ERR);
     }
 
     /** ibv_wc_status_str plus the likely cause: for error reports, not for the polling loop. */

@@ -3,7 +3,7 @@ package dev.rdmarun.runtime;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import dev.rdmarun.runtime.ffi.LibIbverbs;
+import dev.rdmarun.runtime.ibverbs.ffi.LibIbverbs;
 import org.junit.jupiter.api.Test;
 
 /**

@@ -18,27 +18,27 @@ import com.github.ajalt.clikt.parameters.options.validate
 import com.github.ajalt.clikt.parameters.types.file
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
+import dev.rdmarun.dsl.ControlToken
+import dev.rdmarun.dsl.LatencySummary
+import dev.rdmarun.dsl.MAX_DURATION
+import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.dsl.Peer
 import dev.rdmarun.dsl.RdmaDefaults
 import dev.rdmarun.dsl.RdmaOptions
 import dev.rdmarun.dsl.Role
 import dev.rdmarun.dsl.ScenarioMonitor
 import dev.rdmarun.dsl.ScenarioResult
-import dev.rdmarun.dsl.LatencySummary
-import dev.rdmarun.dsl.SettingsOverrides
-import dev.rdmarun.dsl.ControlToken
-import dev.rdmarun.dsl.MAX_DURATION
-import dev.rdmarun.dsl.MAX_DURATION_SECONDS
-import dev.rdmarun.dsl.StandardParameters
-import dev.rdmarun.dsl.printable
-import dev.rdmarun.dsl.describeFailure
 import dev.rdmarun.dsl.ScriptSource
+import dev.rdmarun.dsl.SettingsOverrides
+import dev.rdmarun.dsl.StandardParameters
+import dev.rdmarun.dsl.describeFailure
+import dev.rdmarun.dsl.printable
 import dev.rdmarun.dsl.scriptLine
 import dev.rdmarun.runtime.DeviceList
-import dev.rdmarun.runtime.soft.SoftDevice
-import dev.rdmarun.scripts.host.ScenarioScriptHost
+import dev.rdmarun.runtime.SoftTransport
 import dev.rdmarun.runtime.VerbsException
 import dev.rdmarun.scripts.host.NotAScriptException
+import dev.rdmarun.scripts.host.ScenarioScriptHost
 import dev.rdmarun.scripts.host.ScriptCompilationException
 import dev.rdmarun.scripts.host.ScriptFailedException
 import java.io.Closeable
@@ -466,18 +466,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             else "${d.name()} (the first RDMA device)"
     }
 
-    private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
-        // Both peers are in this JVM: soft0 then opens no socket at all (an explicit setting wins).
-        val memory = System.getProperty(SoftDevice.TRANSPORT_PROPERTY) == null
-        if (memory) System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "memory")
-        try {
-            loopbackRun(host, compiled, options)
-        } finally {
-            if (memory) System.clearProperty(SoftDevice.TRANSPORT_PROPERTY)
-        }
-    }
-
-    private fun loopbackRun(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions) {
+    private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, given: RdmaOptions) {
+        // Both peers are in this JVM: soft0 then opens no socket at all (the system property, when set, wins).
+        val options = if (System.getProperty(SoftTransport.PROPERTY) == null) given.withSoftTransport(SoftTransport.MEMORY) else given
         val port = tcpPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
             .map { LoopbackSide(it, runningNote(it.role.label)) }

@@ -5,6 +5,7 @@ import dev.rdmarun.runtime.Device
 import dev.rdmarun.runtime.Gid
 import dev.rdmarun.runtime.GidEntry
 import dev.rdmarun.runtime.GidType
+import dev.rdmarun.runtime.SoftTransport
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.shouldBe
@@ -86,7 +87,7 @@ class GidTableSpec : FunSpec({
 
     fun device(name: String, guid: Long, software: Boolean) = object : Device(name, guid) {
         override fun isSoftware() = software
-        override fun open(): VerbsContext = error("not opened in this spec")
+        override fun open(softTransport: SoftTransport): VerbsContext = error("not opened in this spec")
     }
 
     test("the devices table is ibv_devices' format, the software device marked as such") {

@@ -4,8 +4,8 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.VerbsException;
-import dev.rdmarun.runtime.ffi.Calls;
-import dev.rdmarun.runtime.ffi.Structs;
+import dev.rdmarun.runtime.ibverbs.ffi.Structs;
+import dev.rdmarun.runtime.os.Calls;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
 

@@ -16,11 +16,12 @@ import dev.rdmarun.runtime.Mtu;
 import dev.rdmarun.runtime.PortAttributes;
 import dev.rdmarun.runtime.ProtectionDomain;
 import dev.rdmarun.runtime.VerbsException;
-import dev.rdmarun.runtime.ffi.Calls;
-import dev.rdmarun.runtime.ffi.ContextOps;
-import dev.rdmarun.runtime.ffi.LibC;
-import dev.rdmarun.runtime.ffi.LibIbverbs;
-import dev.rdmarun.runtime.ffi.Structs;
+import dev.rdmarun.runtime.ibverbs.ffi.ContextOps;
+import dev.rdmarun.runtime.ibverbs.ffi.LibIbverbs;
+import dev.rdmarun.runtime.ibverbs.ffi.Structs;
+import dev.rdmarun.runtime.os.CStruct;
+import dev.rdmarun.runtime.os.Calls;
+import dev.rdmarun.runtime.os.LibC;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
@@ -64,21 +65,21 @@ final class NativeContext extends Context {
             var L = Structs.IBV_DEVICE_ATTR;
             return new DeviceAttributes(
                     a.asSlice(Structs.DEVICE_ATTR_FW_VER, 64).getString(0),
-                    Long.reverseBytes(a.get(JAVA_LONG, Structs.offset(L, "node_guid"))),
-                    a.get(JAVA_LONG, Structs.offset(L, "max_mr_size")),
-                    a.get(JAVA_INT, Structs.offset(L, "vendor_id")),
-                    a.get(JAVA_INT, Structs.offset(L, "vendor_part_id")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_qp")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_qp_wr")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_sge")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_cq")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_cqe")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_mr")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_pd")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_qp_rd_atom")),
-                    a.get(JAVA_INT, Structs.offset(L, "max_qp_init_rd_atom")),
-                    DeviceAttributes.AtomicCapability.of(a.get(JAVA_INT, Structs.offset(L, "atomic_cap"))),
-                    Byte.toUnsignedInt(a.get(JAVA_BYTE, Structs.offset(L, "phys_port_cnt"))));
+                    Long.reverseBytes(a.get(JAVA_LONG, CStruct.offset(L, "node_guid"))),
+                    a.get(JAVA_LONG, CStruct.offset(L, "max_mr_size")),
+                    a.get(JAVA_INT, CStruct.offset(L, "vendor_id")),
+                    a.get(JAVA_INT, CStruct.offset(L, "vendor_part_id")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_qp")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_qp_wr")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_sge")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_cq")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_cqe")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_mr")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_pd")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_qp_rd_atom")),
+                    a.get(JAVA_INT, CStruct.offset(L, "max_qp_init_rd_atom")),
+                    DeviceAttributes.AtomicCapability.of(a.get(JAVA_INT, CStruct.offset(L, "atomic_cap"))),
+                    Byte.toUnsignedInt(a.get(JAVA_BYTE, CStruct.offset(L, "phys_port_cnt"))));
         });
     }
 
@@ -105,13 +106,13 @@ final class NativeContext extends Context {
             }
             var L = Structs.IBV_PORT_ATTR;
             return new PortAttributes(port,
-                    PortAttributes.PortState.of(a.get(JAVA_INT, Structs.offset(L, "state"))),
-                    Mtu.ofCode(a.get(JAVA_INT, Structs.offset(L, "max_mtu"))),
-                    Mtu.ofCode(a.get(JAVA_INT, Structs.offset(L, "active_mtu"))),
-                    a.get(JAVA_INT, Structs.offset(L, "gid_tbl_len")),
-                    Integer.toUnsignedLong(a.get(JAVA_INT, Structs.offset(L, "max_msg_sz"))),
-                    Short.toUnsignedInt(a.get(JAVA_SHORT, Structs.offset(L, "lid"))),
-                    PortAttributes.LinkLayer.of(Byte.toUnsignedInt(a.get(JAVA_BYTE, Structs.offset(L, "link_layer")))));
+                    PortAttributes.PortState.of(a.get(JAVA_INT, CStruct.offset(L, "state"))),
+                    Mtu.ofCode(a.get(JAVA_INT, CStruct.offset(L, "max_mtu"))),
+                    Mtu.ofCode(a.get(JAVA_INT, CStruct.offset(L, "active_mtu"))),
+                    a.get(JAVA_INT, CStruct.offset(L, "gid_tbl_len")),
+                    Integer.toUnsignedLong(a.get(JAVA_INT, CStruct.offset(L, "max_msg_sz"))),
+                    Short.toUnsignedInt(a.get(JAVA_SHORT, CStruct.offset(L, "lid"))),
+                    PortAttributes.LinkLayer.of(Byte.toUnsignedInt(a.get(JAVA_BYTE, CStruct.offset(L, "link_layer")))));
         });
     }
 

@@ -2,7 +2,8 @@ package dev.rdmarun.runtime.ibverbs;
 
 import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.Device;
-import dev.rdmarun.runtime.ffi.LibIbverbs;
+import dev.rdmarun.runtime.SoftTransport;
+import dev.rdmarun.runtime.ibverbs.ffi.LibIbverbs;
 import java.lang.foreign.MemorySegment;
 
 /** A libibverbs device. Valid while its listing is not freed; its contexts outlive the listing (as ibv_open_device allows). */
@@ -41,7 +42,7 @@ final class NativeDevice extends Device {
     }
 
     @Override
-    public Context open() {
+    public Context open(SoftTransport softTransport) {
         listing.ensureListed();
         return NativeContext.open(name(), handle);
     }

@@ -6,7 +6,7 @@ import dev.rdmarun.runtime.ProtectionDomain;
 import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.VerbsException;
-import dev.rdmarun.runtime.ffi.Calls;
+import dev.rdmarun.runtime.os.Calls;
 import java.lang.foreign.MemorySegment;
 import java.util.Set;
 

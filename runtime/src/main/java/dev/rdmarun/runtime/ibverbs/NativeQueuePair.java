@@ -1,6 +1,6 @@
 package dev.rdmarun.runtime.ibverbs;
 
-import static dev.rdmarun.runtime.ffi.Structs.*;
+import static dev.rdmarun.runtime.ibverbs.ffi.Structs.*;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -18,8 +18,8 @@ import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WrOpcode;
-import dev.rdmarun.runtime.ffi.Calls;
-import dev.rdmarun.runtime.ffi.Segments;
+import dev.rdmarun.runtime.os.Calls;
+import dev.rdmarun.runtime.os.Segments;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;

@@ -5,10 +5,10 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.VerbsException;
+import dev.rdmarun.runtime.WcLayout;
 import dev.rdmarun.runtime.WcOpcode;
 import dev.rdmarun.runtime.WcStatus;
-import dev.rdmarun.runtime.ffi.Errno;
-import dev.rdmarun.runtime.ffi.Structs;
+import dev.rdmarun.runtime.os.Errno;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -20,8 +20,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * poll reports (ibv_poll_cq then fails), as CQ overflow is an error in the verbs spec too.
  */
 final class SoftCompletionQueue extends CompletionQueue {
-    private static final long WC = Structs.IBV_WC.byteSize();
-    private static final int WC_WITH_IMM = 2;
+    private static final long WC = WcLayout.SIZE;
 
     private final SoftCompletionChannel channel;
     /** The thread that polls this CQ, as far as its naps go: a completion ends its nap. */
@@ -46,8 +45,8 @@ final class SoftCompletionQueue extends CompletionQueue {
         }
         this.channel = channel;
         this.capacity = entries;
-        this.ring = arena.allocate(Structs.IBV_WC, entries);
-        this.zeros = arena.allocate(Structs.IBV_WC);
+        this.ring = arena.allocate(WcLayout.IBV_WC, entries);
+        this.zeros = arena.allocate(WcLayout.IBV_WC);
         attachToChannel();
     }
 
@@ -66,15 +65,15 @@ final class SoftCompletionQueue extends CompletionQueue {
         }
         long base = (tail % capacity) * WC;
         MemorySegment.copy(zeros, 0, ring, base, WC);
-        ring.set(JAVA_LONG, base + Structs.WC_WR_ID, wrId);
-        ring.set(JAVA_INT, base + Structs.WC_STATUS, status.code());
-        ring.set(JAVA_INT, base + Structs.WC_OPCODE, opcode.code());
-        ring.set(JAVA_INT, base + Structs.WC_BYTE_LEN, byteLength);
-        ring.set(JAVA_INT, base + Structs.WC_QP_NUM, qpNum);
-        ring.set(JAVA_INT, base + Structs.WC_SRC_QP, srcQp);
+        ring.set(JAVA_LONG, base + WcLayout.WR_ID, wrId);
+        ring.set(JAVA_INT, base + WcLayout.STATUS, status.code());
+        ring.set(JAVA_INT, base + WcLayout.OPCODE, opcode.code());
+        ring.set(JAVA_INT, base + WcLayout.BYTE_LEN, byteLength);
+        ring.set(JAVA_INT, base + WcLayout.QP_NUM, qpNum);
+        ring.set(JAVA_INT, base + WcLayout.SRC_QP, srcQp);
         if (hasImm) {
-            ring.set(JAVA_INT, base + Structs.WC_IMM_DATA, Integer.reverseBytes(imm)); // big-endian, as on the wire
-            ring.set(JAVA_INT, base + Structs.WC_WC_FLAGS, WC_WITH_IMM);
+            ring.set(JAVA_INT, base + WcLayout.IMM_DATA, Integer.reverseBytes(imm)); // big-endian, as on the wire
+            ring.set(JAVA_INT, base + WcLayout.WC_FLAGS, WcLayout.WITH_IMM);
         }
         tail++;
         PollIdle p = poller;

@@ -11,6 +11,7 @@ import dev.rdmarun.runtime.GidType;
 import dev.rdmarun.runtime.Mtu;
 import dev.rdmarun.runtime.PortAttributes;
 import dev.rdmarun.runtime.ProtectionDomain;
+import dev.rdmarun.runtime.SoftTransport;
 import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
@@ -20,6 +21,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
@@ -56,7 +58,7 @@ final class SoftContext extends Context {
     final Engine engine;
     final PacketPool pool = new PacketPool(4096);
     final TcpTransport transport;
-    final SoftFabric.Mode mode;
+    final SoftTransport mode;
     /** This context's in-JVM LID. */
     private final int memoryLid;
     /** Keys of this context's QPs whose peer is reached over TCP, by key id, with how many QPs use each. */
@@ -75,9 +77,9 @@ final class SoftContext extends Context {
         }
     }
 
-    private SoftContext(SoftDevice device) {
+    private SoftContext(SoftDevice device, SoftTransport mode) {
         super(device.name());
-        this.mode = SoftFabric.mode();
+        this.mode = Objects.requireNonNull(mode, "softTransport");
         this.gids = hostGids();
         this.memoryLid = SoftFabric.register(this);
         this.engine = new Engine(this, device.name() + "-engine");
@@ -88,8 +90,8 @@ final class SoftContext extends Context {
         engine.start();
     }
 
-    static SoftContext open(SoftDevice device) {
-        return new SoftContext(device);
+    static SoftContext open(SoftDevice device, SoftTransport mode) {
+        return new SoftContext(device, mode);
     }
 
     @Override
@@ -108,7 +110,7 @@ final class SoftContext extends Context {
      */
     @Override
     protected int endpointLid(int port, int gidIndex) {
-        if (mode == SoftFabric.Mode.MEMORY) return memoryLid;
+        if (mode == SoftTransport.MEMORY) return memoryLid;
         return transport.listen(SoftFabric.address(gid(port, gidIndex).gid()));
     }
 

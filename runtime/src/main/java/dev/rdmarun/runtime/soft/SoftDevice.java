@@ -2,6 +2,7 @@ package dev.rdmarun.runtime.soft;
 
 import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.Device;
+import dev.rdmarun.runtime.SoftTransport;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 
@@ -12,13 +13,6 @@ import java.net.UnknownHostException;
  */
 public final class SoftDevice extends Device {
     public static final String NAME = "soft0";
-    /**
-     * Where soft0 binds (read when a context opens): {@code auto} (default: in memory to contexts of
-     * this JVM, TCP to others, listening only on the address of a GID in use), {@code memory} (never
-     * opens a socket: only QPs of this JVM) or {@code tcp} (even QPs of this JVM talk over TCP, to test
-     * the path between processes in one). See {@link dev.rdmarun.runtime.soft the package}.
-     */
-    public static final String TRANSPORT_PROPERTY = "rdmarun.soft.transport";
     static final SoftDevice INSTANCE = new SoftDevice();
 
     private SoftDevice() {
@@ -44,7 +38,7 @@ public final class SoftDevice extends Device {
     }
 
     @Override
-    public Context open() {
-        return SoftContext.open(this);
+    public Context open(SoftTransport softTransport) {
+        return SoftContext.open(this, softTransport);
     }
 }

@@ -2,18 +2,17 @@ package dev.rdmarun.runtime.soft;
 
 import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.Gid;
+import dev.rdmarun.runtime.SoftTransport;
 import dev.rdmarun.runtime.VerbsException;
 import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
-import java.util.Locale;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * How a QP reaches the context its address vector names: (GID, LID). soft0 binds only where it
- * is used, as the system property {@value SoftDevice#TRANSPORT_PROPERTY} chooses (read when a
- * context opens):
+ * is used, as the context's {@link SoftTransport} chooses when it opens:
  *
  * <ul>
  *   <li>{@code auto} (the default): a context of this JVM (one of our GIDs and its in-JVM LID or
@@ -34,26 +33,10 @@ final class SoftFabric {
     /** Highest in-JVM LID: below the ports a listener gets (ephemeral, at least 1024). */
     static final int MAX_MEMORY_LID = 1023;
 
-    /** The values of {@value SoftDevice#TRANSPORT_PROPERTY}. */
-    enum Mode {
-        AUTO, MEMORY, TCP
-    }
-
     private static final ConcurrentHashMap<Integer, SoftContext> MEMORY = new ConcurrentHashMap<>();
     private static final ConcurrentHashMap<InetSocketAddress, SoftContext> LISTENERS = new ConcurrentHashMap<>();
 
     private SoftFabric() {}
-
-    static Mode mode() {
-        String value = System.getProperty(SoftDevice.TRANSPORT_PROPERTY, "auto").trim().toLowerCase(Locale.ROOT);
-        return switch (value) {
-            case "", "auto" -> Mode.AUTO;
-            case "memory" -> Mode.MEMORY;
-            case "tcp" -> Mode.TCP;
-            default -> throw new VerbsException("the system property " + SoftDevice.TRANSPORT_PROPERTY
-                    + " is not one of auto, memory, tcp", "leave it unset (auto), or set memory for peers in one JVM");
-        };
-    }
 
     /** Gives the context a free in-JVM LID. */
     static int register(SoftContext context) {
@@ -90,13 +73,13 @@ final class SoftFabric {
                     "soft0 addresses peers by the IPv4-mapped GID of their localEndpoint");
         }
         SoftContext local = null;
-        if (from.mode != Mode.TCP && from.hasAddress(dgid)) {
+        if (from.mode != SoftTransport.TCP && from.hasAddress(dgid)) {
             local = dlid <= MAX_MEMORY_LID ? MEMORY.get(dlid) : LISTENERS.get(new InetSocketAddress(address, dlid));
         }
         if (local != null) return new LocalLink(local);
-        if (from.mode == Mode.MEMORY) {
+        if (from.mode == SoftTransport.MEMORY) {
             throw new VerbsException(call + ": no soft0 context of this JVM has GID " + dgid + " and LID " + dlid, 22,
-                    SoftDevice.TRANSPORT_PROPERTY + "=memory reaches only QPs of this JVM; unset it to reach other processes");
+                    "the transport memory (" + SoftTransport.PROPERTY + "=memory) reaches only QPs of this JVM; unset it to reach other processes");
         }
         if (dlid <= MAX_MEMORY_LID) {
             throw new VerbsException(call + ": no soft0 context of this JVM has GID " + dgid + " and LID " + dlid, 22,

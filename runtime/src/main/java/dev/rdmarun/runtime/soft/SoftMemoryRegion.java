@@ -3,7 +3,7 @@ package dev.rdmarun.runtime.soft;
 import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.MemoryRegion;
 import dev.rdmarun.runtime.VerbsException;
-import dev.rdmarun.runtime.ffi.Errno;
+import dev.rdmarun.runtime.os.Errno;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Set;

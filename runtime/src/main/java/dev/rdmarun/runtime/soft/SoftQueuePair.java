@@ -18,7 +18,7 @@ import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WcOpcode;
 import dev.rdmarun.runtime.WcStatus;
 import dev.rdmarun.runtime.WrOpcode;
-import dev.rdmarun.runtime.ffi.Errno;
+import dev.rdmarun.runtime.os.Errno;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

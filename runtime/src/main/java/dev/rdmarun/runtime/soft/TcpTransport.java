@@ -1,6 +1,7 @@
 package dev.rdmarun.runtime.soft;
 
 import dev.rdmarun.runtime.FabricKey;
+import dev.rdmarun.runtime.SoftTransport;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WrOpcode;
 import java.io.EOFException;
@@ -184,7 +185,7 @@ final class TcpTransport {
             } catch (IOException e) {
                 throw new VerbsException("the software provider cannot listen on " + a.getHostAddress() + ": "
                         + e.getMessage(), "soft0 QPs reach other processes over TCP; check that this process may"
-                        + " open a listening socket, or set " + SoftDevice.TRANSPORT_PROPERTY + "=memory when both"
+                        + " open a listening socket, or set " + SoftTransport.PROPERTY + "=memory when both"
                         + " peers are in this JVM");
             }
         });

@@ -3,11 +3,12 @@
  *
  * <p>Security contract (other users of the host are not trusted):
  * <ul>
- *   <li><b>soft0 binds only where it is used.</b> The system property
- *       {@value dev.rdmarun.runtime.soft.SoftDevice#TRANSPORT_PROPERTY} (read when a context opens)
- *       is {@code auto} (default), {@code memory} or {@code tcp}. {@code memory} never opens a
+ *   <li><b>soft0 binds only where it is used.</b> The {@link dev.rdmarun.runtime.SoftTransport} a
+ *       context opens with ({@code Device.open(SoftTransport)}; {@code Device.open()} reads the
+ *       system property {@value dev.rdmarun.runtime.SoftTransport#PROPERTY}) is {@code AUTO}
+ *       (default), {@code MEMORY} or {@code TCP}. {@code MEMORY} never opens a
  *       socket: LIDs are in-JVM (1..1023) and only QPs of this JVM are reachable ({@code rdma-run
- *       --loopback} sets it). {@code auto} reaches contexts of this JVM in memory and others over
+ *       --loopback} chooses it). {@code auto} reaches contexts of this JVM in memory and others over
  *       TCP; a context listens only when a QP's {@code localEndpoint} asks for a LID, bound only
  *       to that GID's IP address, on an ephemeral port, which is the LID the endpoint reports.
  *       {@code tcp} is {@code auto} with even same-JVM traffic over TCP (tests).

@@ -1,6 +1,7 @@
 package dev.rdmarun.runtime.conformance;
 
 import dev.rdmarun.runtime.Context;
+import dev.rdmarun.runtime.SoftTransport;
 import dev.rdmarun.runtime.soft.SoftDevice;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -12,12 +13,12 @@ import org.junit.jupiter.api.BeforeAll;
 class SoftTcpVerbsTest extends VerbsConformance {
     @BeforeAll
     static void forceTcp() {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "tcp");
+        System.setProperty(SoftTransport.PROPERTY, "tcp");
     }
 
     @AfterAll
     static void restore() {
-        System.clearProperty(SoftDevice.TRANSPORT_PROPERTY);
+        System.clearProperty(SoftTransport.PROPERTY);
     }
 
     @Override

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rdmarun.runtime.Access;
 import dev.rdmarun.runtime.CompletionQueue;
 import dev.rdmarun.runtime.Context;
+import dev.rdmarun.runtime.DeviceList;
 import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.GidEntry;
 import dev.rdmarun.runtime.MemoryRegion;
@@ -19,6 +20,7 @@ import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.RtrAttributes;
 import dev.rdmarun.runtime.RtsAttributes;
 import dev.rdmarun.runtime.SendFlags;
+import dev.rdmarun.runtime.SoftTransport;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WcStatus;
 import dev.rdmarun.runtime.WorkCompletions;
@@ -43,7 +45,7 @@ class SoftFabricSecurityTest {
 
     @AfterEach
     void close() {
-        System.clearProperty(SoftDevice.TRANSPORT_PROPERTY);
+        System.clearProperty(SoftTransport.PROPERTY);
         if (a != null) a.close();
         if (b != null) b.close();
     }
@@ -97,7 +99,7 @@ class SoftFabricSecurityTest {
 
     @Test
     void memoryModeNeverListensAndReachesOnlyThisJvm() {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "memory");
+        System.setProperty(SoftTransport.PROPERTY, "memory");
         a = Context.open(SoftDevice.NAME);
         b = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);
@@ -122,6 +124,24 @@ class SoftFabricSecurityTest {
     }
 
     @Test
+    void theTransportGivenAtOpenWinsOverTheSystemProperty() {
+        System.setProperty(SoftTransport.PROPERTY, "tcp");
+        try (DeviceList list = DeviceList.open()) {
+            a = list.find(SoftDevice.NAME).open(SoftTransport.MEMORY);
+        }
+        Side x = side(a, 1);
+        assertTrue(x.endpoint().lid() <= SoftFabric.MAX_MEMORY_LID, "an in-JVM LID, not a listener's port");
+        assertEquals(0, view(a).listeners());
+    }
+
+    @Test
+    void aTransportPropertyOfNoKnownValueIsOneSentence() {
+        System.setProperty(SoftTransport.PROPERTY, "udp");
+        VerbsException e = assertThrows(VerbsException.class, () -> Context.open(SoftDevice.NAME));
+        assertTrue(e.getMessage().contains("is not one of auto, memory, tcp"), e.getMessage());
+    }
+
+    @Test
     void autoModeListensOnlyOnTheGidInUse() {
         a = Context.open(SoftDevice.NAME);
         assertEquals(0, view(a).listeners(), "nothing listens before a local endpoint asks for a LID");
@@ -136,7 +156,7 @@ class SoftFabricSecurityTest {
 
     @Test
     void aQpReachedOverTcpNeedsAFabricKeyAtRtr() {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "tcp");
+        System.setProperty(SoftTransport.PROPERTY, "tcp");
         a = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);
         Side y = side(a, 2);
@@ -149,7 +169,7 @@ class SoftFabricSecurityTest {
 
     @Test
     void aWrongKeyIsRejected() {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "tcp");
+        System.setProperty(SoftTransport.PROPERTY, "tcp");
         a = Context.open(SoftDevice.NAME);
         b = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);
@@ -175,7 +195,7 @@ class SoftFabricSecurityTest {
     /** A third connection, without the key, can neither read nor write a buffer nor disturb the exchange. */
     @Test
     void aThirdConnectionCannotReadWriteOrDisturb() throws Exception {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "tcp");
+        System.setProperty(SoftTransport.PROPERTY, "tcp");
         a = Context.open(SoftDevice.NAME);
         b = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);

@@ -10,6 +10,7 @@ import dev.rdmarun.runtime.Context;
 import dev.rdmarun.runtime.FabricKey;
 import dev.rdmarun.runtime.QpEndpoint;
 import dev.rdmarun.runtime.SendFlags;
+import dev.rdmarun.runtime.SoftTransport;
 import dev.rdmarun.runtime.WcStatus;
 import dev.rdmarun.runtime.soft.SoftFabricSecurityTest.Side;
 import java.io.IOException;
@@ -45,7 +46,7 @@ class SoftFloodTest {
 
     @AfterEach
     void close() throws Exception {
-        System.clearProperty(SoftDevice.TRANSPORT_PROPERTY);
+        System.clearProperty(SoftTransport.PROPERTY);
         for (AutoCloseable c : opened) c.close();
         if (a != null) a.close();
         if (b != null) b.close();
@@ -104,7 +105,7 @@ class SoftFloodTest {
      */
     @Test
     void sixtyFourIdleConnectionsBeforeThePeerDoNotKeepItOut() throws Exception {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "tcp");
+        System.setProperty(SoftTransport.PROPERTY, "tcp");
         // Each port is flooded as soon as it exists, before anything connects to it.
         a = Context.open(SoftDevice.NAME);
         Side x = side(a, 1);

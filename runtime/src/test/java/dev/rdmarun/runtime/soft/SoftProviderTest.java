@@ -20,6 +20,7 @@ import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.RtrAttributes;
 import dev.rdmarun.runtime.RtsAttributes;
 import dev.rdmarun.runtime.SendFlags;
+import dev.rdmarun.runtime.SoftTransport;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WcOpcode;
 import dev.rdmarun.runtime.WcStatus;
@@ -43,7 +44,7 @@ class SoftProviderTest {
 
     @AfterEach
     void close() {
-        System.clearProperty(SoftDevice.TRANSPORT_PROPERTY);
+        System.clearProperty(SoftTransport.PROPERTY);
         if (a != null) a.close();
         if (b != null) b.close();
     }
@@ -106,7 +107,7 @@ class SoftProviderTest {
     @ParameterizedTest
     @ValueSource(strings = {"auto", "memory", "tcp"})
     void twoContextsMoveDataBothWays(String transport) {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, transport);
+        System.setProperty(SoftTransport.PROPERTY, transport);
         a = Context.open(SoftDevice.NAME);
         b = Context.open(SoftDevice.NAME);
         assertFalse(a.queryPort(1).lid() == b.queryPort(1).lid(), "each context has its own LID");
@@ -124,7 +125,7 @@ class SoftProviderTest {
     @ParameterizedTest
     @ValueSource(strings = {"memory", "tcp"})
     void aVanishedPeerEndsInRetryExceeded(String transport) {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, transport);
+        System.setProperty(SoftTransport.PROPERTY, transport);
         a = Context.open(SoftDevice.NAME);
         b = Context.open(SoftDevice.NAME);
         Pair p = connect(8, 2); // ~1 ms ACK timeout, 2 retries
@@ -205,7 +206,7 @@ class SoftProviderTest {
     /** Garbage on the fabric's TCP port closes that connection (unanswered) and nothing else. */
     @Test
     void garbageOnTheFabricPortIsDroppedAndTheContextKeepsWorking() throws Exception {
-        System.setProperty(SoftDevice.TRANSPORT_PROPERTY, "tcp");
+        System.setProperty(SoftTransport.PROPERTY, "tcp");
         a = Context.open(SoftDevice.NAME);
         b = Context.open(SoftDevice.NAME);
         GidEntry gid = b.defaultGid(1);

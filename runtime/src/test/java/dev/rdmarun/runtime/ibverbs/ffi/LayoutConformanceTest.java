@@ -1,4 +1,4 @@
-package dev.rdmarun.runtime.ffi;
+package dev.rdmarun.runtime.ibverbs.ffi;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
@@ -8,6 +8,9 @@ import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import static org.junit.jupiter.api.DynamicTest.dynamicTest;
 
+import dev.rdmarun.runtime.WcLayout;
+import dev.rdmarun.runtime.os.CStruct;
+import dev.rdmarun.runtime.os.LibC;
 import java.io.IOException;
 import java.lang.foreign.GroupLayout;
 import java.lang.foreign.MemoryLayout;
@@ -42,7 +45,7 @@ import org.junit.jupiter.api.TestFactory;
  */
 class LayoutConformanceTest {
     /** Classes whose public static MemoryLayout fields mirror C types; all such layouts are checked. */
-    private static final List<Class<?>> LAYOUT_HOLDERS = List.of(Structs.class, LibC.class);
+    private static final List<Class<?>> LAYOUT_HOLDERS = List.of(Structs.class, WcLayout.class, LibC.class);
 
     /** Top-level layouts whose C type is not {@code struct <layout name>}. */
     private static final Map<String, String> C_TYPES = Map.of("ibv_gid", "union ibv_gid");
@@ -103,7 +106,7 @@ class LayoutConformanceTest {
             String[] parts = key.split("\\.");
             MemoryLayout top = byName.get(parts[0]);
             assertTrue(top != null, key + ": no Java layout named " + parts[0]);
-            assertDoesNotThrow(() -> Structs.offset(top, Arrays.copyOfRange(parts, 1, parts.length)),
+            assertDoesNotThrow(() -> CStruct.offset(top, Arrays.copyOfRange(parts, 1, parts.length)),
                     key + ": no such Java member");
         }
     }
@@ -154,7 +157,7 @@ class LayoutConformanceTest {
             }
             String cMember = C_ALIASES.getOrDefault(key, cPrefix + path.getLast());
             out.add(new Check(struct, javaPath, cType, cMember,
-                    Structs.offset(top, path.toArray(String[]::new)), member.byteSize(), 0));
+                    CStruct.offset(top, path.toArray(String[]::new)), member.byteSize(), 0));
             if (member instanceof GroupLayout inner) {
                 walk(top, inner, path, cMember + ".", cType, out);
             }

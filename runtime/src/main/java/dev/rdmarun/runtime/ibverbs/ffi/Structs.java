@@ -1,5 +1,6 @@
-package dev.rdmarun.runtime.ffi;
+package dev.rdmarun.runtime.ibverbs.ffi;
 
+import static dev.rdmarun.runtime.os.CStruct.offset;
 import static java.lang.foreign.MemoryLayout.PathElement.groupElement;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
@@ -7,6 +8,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 
+import dev.rdmarun.runtime.os.CStruct;
 import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.StructLayout;
 import java.lang.foreign.UnionLayout;
@@ -102,11 +104,6 @@ public final class Structs {
     public static final StructLayout IBV_RECV_WR = CStruct.of("ibv_recv_wr",
             u64("wr_id"), ptr("next"), ptr("sg_list"), u32("num_sge"));
 
-    public static final StructLayout IBV_WC = CStruct.of("ibv_wc",
-            u64("wr_id"), u32("status"), u32("opcode"), u32("vendor_err"), u32("byte_len"), u32("imm_data"),
-            u32("qp_num"), u32("src_qp"), u32("wc_flags"), u16("pkey_index"), u16("slid"), u8("sl"),
-            u8("dlid_path_bits"));
-
     private static final String[] CONTEXT_OPS = {
         "_compat_query_device", "_compat_query_port", "_compat_alloc_pd", "_compat_dealloc_pd", "_compat_reg_mr",
         "_compat_rereg_mr", "_compat_dereg_mr", "alloc_mw", "bind_mw", "dealloc_mw", "_compat_create_cq",
@@ -146,12 +143,6 @@ public final class Structs {
             ptr("context"), ptr("qp_context"), ptr("pd"), ptr("send_cq"), ptr("recv_cq"), ptr("srq"), u32("handle"),
             u32("qp_num"), u32("state"), u32("qp_type"), opaque("mutex", PTHREAD_MUTEX_SIZE),
             opaque("cond", PTHREAD_COND_SIZE), u32("events_completed"));
-
-    /** Byte offset of a (possibly nested) named field, e.g. {@code offset(IBV_QP_ATTR, "ah_attr", "grh", "dgid")}. */
-    public static long offset(MemoryLayout layout, String... path) {
-        return layout.byteOffset(Arrays.stream(path).map(MemoryLayout.PathElement::groupElement)
-                .toArray(MemoryLayout.PathElement[]::new));
-    }
 
     // Offsets the runtime uses, resolved once by name so a layout change cannot leave a stale number behind.
     public static final long DEVICE_ATTR_FW_VER = offset(IBV_DEVICE_ATTR, "fw_ver");
@@ -239,14 +230,4 @@ public final class Structs {
     public static final long RECV_WR_NEXT = offset(IBV_RECV_WR, "next");
     public static final long RECV_WR_SG_LIST = offset(IBV_RECV_WR, "sg_list");
     public static final long RECV_WR_NUM_SGE = offset(IBV_RECV_WR, "num_sge");
-
-    public static final long WC_WR_ID = offset(IBV_WC, "wr_id");
-    public static final long WC_STATUS = offset(IBV_WC, "status");
-    public static final long WC_OPCODE = offset(IBV_WC, "opcode");
-    public static final long WC_VENDOR_ERR = offset(IBV_WC, "vendor_err");
-    public static final long WC_BYTE_LEN = offset(IBV_WC, "byte_len");
-    public static final long WC_IMM_DATA = offset(IBV_WC, "imm_data");
-    public static final long WC_QP_NUM = offset(IBV_WC, "qp_num");
-    public static final long WC_SRC_QP = offset(IBV_WC, "src_qp");
-    public static final long WC_WC_FLAGS = offset(IBV_WC, "wc_flags");
 }

@@ -1,10 +1,12 @@
-package dev.rdmarun.runtime.ffi;
+package dev.rdmarun.runtime.ibverbs.ffi;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
+import dev.rdmarun.runtime.os.Errno;
+import dev.rdmarun.runtime.os.Native;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.MemorySegment;

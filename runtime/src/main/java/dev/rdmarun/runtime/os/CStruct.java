@@ -1,15 +1,16 @@
-package dev.rdmarun.runtime.ffi;
+package dev.rdmarun.runtime.os;
 
 import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.StructLayout;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /** Builds struct layouts the way a C compiler on x86-64 / aarch64 lays them out: natural alignment, tail padding. */
-final class CStruct {
+public final class CStruct {
     private CStruct() {}
 
-    static StructLayout of(String name, MemoryLayout... fields) {
+    public static StructLayout of(String name, MemoryLayout... fields) {
         List<MemoryLayout> members = new ArrayList<>();
         long offset = 0;
         long maxAlign = 1;
@@ -29,5 +30,11 @@ final class CStruct {
             members.add(MemoryLayout.paddingLayout(tail));
         }
         return MemoryLayout.structLayout(members.toArray(MemoryLayout[]::new)).withName(name);
+    }
+
+    /** The byte offset of the member at {@code path} (nested names), resolved by name so no offset is a bare number. */
+    public static long offset(MemoryLayout layout, String... path) {
+        return layout.byteOffset(Arrays.stream(path).map(MemoryLayout.PathElement::groupElement)
+                .toArray(MemoryLayout.PathElement[]::new));
     }
 }

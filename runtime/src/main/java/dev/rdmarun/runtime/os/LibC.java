@@ -1,4 +1,4 @@
-package dev.rdmarun.runtime.ffi;
+package dev.rdmarun.runtime.os;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -23,9 +23,9 @@ public final class LibC {
 
     public static final StructLayout POLLFD = CStruct.of("pollfd",
             JAVA_INT.withName("fd"), JAVA_SHORT.withName("events"), JAVA_SHORT.withName("revents"));
-    public static final long POLLFD_FD = Structs.offset(POLLFD, "fd");
-    public static final long POLLFD_EVENTS = Structs.offset(POLLFD, "events");
-    public static final long POLLFD_REVENTS = Structs.offset(POLLFD, "revents");
+    public static final long POLLFD_FD = CStruct.offset(POLLFD, "fd");
+    public static final long POLLFD_EVENTS = CStruct.offset(POLLFD, "events");
+    public static final long POLLFD_REVENTS = CStruct.offset(POLLFD, "revents");
 
     private static final MethodHandle STRERROR;
     private static final MethodHandle IF_INDEXTONAME;

@@ -1,4 +1,4 @@
-package dev.rdmarun.runtime.ffi;
+package dev.rdmarun.runtime.os;
 
 import java.lang.foreign.MemorySegment;
 

@@ -1,4 +1,4 @@
-package dev.rdmarun.runtime.ffi;
+package dev.rdmarun.runtime.os;
 
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -7,27 +7,27 @@ import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 
 /** Linking helpers shared by the libibverbs and libc bindings. */
-final class Native {
-    static final Linker LINKER = Linker.nativeLinker();
+public final class Native {
+    public static final Linker LINKER = Linker.nativeLinker();
 
     private Native() {}
 
-    static MethodHandle bind(SymbolLookup lookup, String name, FunctionDescriptor fd, Linker.Option... options) {
+    public static MethodHandle bind(SymbolLookup lookup, String name, FunctionDescriptor fd, Linker.Option... options) {
         MemorySegment symbol = lookup.find(name)
                 .orElseThrow(() -> new UnsatisfiedLinkError("symbol " + name + " not found"));
         return LINKER.downcallHandle(symbol, fd, options);
     }
 
-    static MethodHandle bindWithErrno(SymbolLookup lookup, String name, FunctionDescriptor fd) {
+    public static MethodHandle bindWithErrno(SymbolLookup lookup, String name, FunctionDescriptor fd) {
         return bind(lookup, name, fd, Errno.CAPTURE);
     }
 
     /** NULL-terminated C string at {@code address}, or null for NULL. */
-    static String string(MemorySegment address) {
+    public static String string(MemorySegment address) {
         return address.equals(MemorySegment.NULL) ? null : address.reinterpret(Long.MAX_VALUE).getString(0);
     }
 
-    static RuntimeException rethrow(Throwable t) {
+    public static RuntimeException rethrow(Throwable t) {
         if (t instanceof RuntimeException r) return r;
         if (t instanceof Error e) throw e;
         return new IllegalStateException(t);
