@@ -112,7 +112,7 @@ class ControlToken private constructor(
 
 /** What a side's secret is, as its intro says (never the secret itself): the sentences on a mismatch depend on it. */
 @kotlinx.serialization.Serializable
-enum class SecretKind {
+internal enum class SecretKind {
     @kotlinx.serialization.SerialName("token") TOKEN,
     @kotlinx.serialization.SerialName("user") USER,
     @kotlinx.serialization.SerialName("none") NONE,

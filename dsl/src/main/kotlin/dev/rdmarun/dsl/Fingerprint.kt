@@ -8,7 +8,7 @@ import java.util.HexFormat
  * scenario's source (the script text). Local choices (device, port, GID index, completion mode,
  * timeout) and each side's own remoteAccess stay out, so one script runs on different hosts.
  */
-object Fingerprint {
+internal object Fingerprint {
     /** Bump when the canonical form changes: old and new peers then differ by version, not by fingerprint. */
     private const val FORMAT = "rdma-run-plan-2"
 

@@ -18,7 +18,7 @@ import kotlinx.serialization.json.jsonPrimitive
  * decoded strictly (no unknown keys, no lenient syntax). A frame is at most [MAX_FRAME] bytes,
  * so garbage cannot make a peer allocate gigabytes or wait for them.
  */
-object FrameCodec {
+internal object FrameCodec {
     const val MAGIC = 0x5244524E // "RDRN"
     const val MAX_FRAME = 4 shl 20
 
@@ -47,8 +47,8 @@ object FrameCodec {
             val element = json.parseToJsonElement(text)
             if (element is JsonObject && element["type"]?.jsonPrimitive?.content in VERSIONED) {
                 val version = element["version"]?.jsonPrimitive?.intOrNull
-                if (version != Handshake.VERSION) {
-                    throw PeerException("remote speaks control protocol version ${version ?: "(none)"}, this side ${Handshake.VERSION}: use the same rdma-run version on both sides")
+                if (version != CONTROL_PROTOCOL_VERSION) {
+                    throw PeerException("remote speaks control protocol version ${version ?: "(none)"}, this side ${CONTROL_PROTOCOL_VERSION}: use the same rdma-run version on both sides")
                 }
             }
             return json.decodeFromJsonElement(Frame.serializer(), element)

@@ -7,7 +7,7 @@ import kotlinx.serialization.Serializable
 
 /** A peer's memory region as the handshake carries it: address, rkey, length. */
 @Serializable
-data class BufferInfo(val addr: Long, val rkey: Int, val length: Long)
+internal data class BufferInfo(val addr: Long, val rkey: Int, val length: Long)
 
 /**
  * One QP's half of the exchange: what the peer needs for INIT→RTR (qpn, psn, lid, gid, mtu) and
@@ -15,7 +15,7 @@ data class BufferInfo(val addr: Long, val rkey: Int, val length: Long)
  * remoteAccess), and the credit word the peer writes its re-posted receive count to.
  */
 @Serializable
-data class QpInfo(
+internal data class QpInfo(
     val qpn: Int,
     val psn: Int,
     val lid: Int,
@@ -29,7 +29,7 @@ data class QpInfo(
 
 /** Frames of the control connection: JSON objects named by "type". */
 @Serializable
-sealed class Frame
+internal sealed class Frame
 
 /**
  * Step 1 of the handshake, the first frame each side sends: the protocol [version], the [role], a
@@ -41,7 +41,7 @@ sealed class Frame
 // Named "hello" on the wire, as the first frame of every version was: a peer of an older version
 // judges its version first and says "remote speaks control protocol version 3".
 @SerialName("hello")
-data class Intro(
+internal data class Intro(
     val version: Int,
     val role: Role,
     /** 32 random bytes as 64 hex digits. */
@@ -59,7 +59,7 @@ data class Intro(
  */
 @Serializable
 @SerialName("proof")
-data class Proof(val secret: String, val sections: Map<String, String>) : Frame()
+internal data class Proof(val secret: String, val sections: Map<String, String>) : Frame()
 
 /**
  * Sent by both sides, after both proved the secret, when their plans differ: the plan's lines
@@ -69,7 +69,7 @@ data class Proof(val secret: String, val sections: Map<String, String>) : Frame(
  */
 @Serializable
 @SerialName("plan")
-data class PlanLines(val lines: List<String>) : Frame()
+internal data class PlanLines(val lines: List<String>) : Frame()
 
 /**
  * Step 3 of the handshake, sent only to a peer that passed steps 1 and 2 ([Intro], [Proof]):
@@ -79,7 +79,7 @@ data class PlanLines(val lines: List<String>) : Frame()
  */
 @Serializable
 @SerialName("endpoints")
-data class Hello(
+internal data class Hello(
     val version: Int,
     val role: Role,
     val qpCount: Int,
@@ -99,11 +99,11 @@ data class Hello(
 /** QPs are in RTS on the sending side. */
 @Serializable
 @SerialName("ready")
-data object Ready : Frame()
+internal data object Ready : Frame()
 
 @Serializable
 @SerialName("barrier")
-data class Barrier(val seq: Int) : Frame()
+internal data class Barrier(val seq: Int) : Frame()
 
 /**
  * The end of warm-up round [round] of the [loop]-th `repeat { }` (or `runFor`) on QP [qp] (null:
@@ -114,7 +114,7 @@ data class Barrier(val seq: Int) : Frame()
  */
 @Serializable
 @SerialName("round")
-data class Round(val qp: Int?, val loop: Int, val round: Int, val more: Boolean, val sent: List<Long> = emptyList()) : Frame()
+internal data class Round(val qp: Int?, val loop: Int, val round: Int, val more: Boolean, val sent: List<Long> = emptyList()) : Frame()
 
 /**
  * Phase 1: this side's scenario ended and its work completed, after posting [messagesSent]
@@ -126,7 +126,7 @@ data class Round(val qp: Int?, val loop: Int, val round: Int, val more: Boolean,
  */
 @Serializable
 @SerialName("done")
-data class Done(val phase: Int, val messagesSent: List<Long> = emptyList(), val latency: Boolean = false) : Frame() {
+internal data class Done(val phase: Int, val messagesSent: List<Long> = emptyList(), val latency: Boolean = false) : Frame() {
     /** The same phase (the counts aside). */
     fun isPhase(p: Int) = phase == p
 }
@@ -137,7 +137,7 @@ data class Done(val phase: Int, val messagesSent: List<Long> = emptyList(), val 
  */
 @Serializable
 @SerialName("heartbeat")
-data class Heartbeat(
+internal data class Heartbeat(
     /** Grows whenever the sender posts, completes or receives anything. */
     val progress: Long = 0,
     /** What the sender waits for now ("receive() on QP 0"), or null. */
@@ -159,15 +159,9 @@ data class Heartbeat(
 /** The sender failed (or rejected the handshake) for this reason; it closes the connection next. */
 @Serializable
 @SerialName("failure")
-data class Failure(val message: String) : Frame()
+internal data class Failure(val message: String) : Frame()
 
-object Handshake {
-    /**
-     * Version of the control protocol (frames and their fields); 4: proofs of the secret and the
-     * plan instead of showing the fingerprint, soft0's fabric key derived on both sides; 5: the
-     * done frame says whether its side measured a latency section.
-     */
-    const val VERSION = 5
+internal object Handshake {
 
     /** Bytes of an [Intro.nonce]. */
     const val NONCE_BYTES = 32
@@ -194,7 +188,7 @@ object Handshake {
         val mac = javax.crypto.Mac.getInstance("HmacSHA256")
         mac.init(javax.crypto.spec.SecretKeySpec(key, "HmacSHA256"))
         // Domain-separated: NUL never occurs in the parts (roles, hex digits, section names).
-        return mac.doFinal(("rdma-run control protocol $VERSION\u0000" + parts.joinToString("\u0000")).toByteArray(Charsets.UTF_8))
+        return mac.doFinal(("rdma-run control protocol $CONTROL_PROTOCOL_VERSION\u0000" + parts.joinToString("\u0000")).toByteArray(Charsets.UTF_8))
     }
 
     private fun hex(bytes: ByteArray) = java.util.HexFormat.of().formatHex(bytes)
@@ -235,7 +229,7 @@ object Handshake {
      * whoever knows the plan and saw the nonces can derive it too.
      */
     fun fabricKey(token: ControlToken, fingerprint: String, clientNonce: String, serverNonce: String): dev.rdmarun.runtime.FabricKey =
-        token.fabricKey((clientNonce + serverNonce).toByteArray(Charsets.US_ASCII), "rdma-run control protocol $VERSION soft0 fabric key\u0000$fingerprint")
+        token.fabricKey((clientNonce + serverNonce).toByteArray(Charsets.US_ASCII), "rdma-run control protocol $CONTROL_PROTOCOL_VERSION soft0 fabric key\u0000$fingerprint")
 
     /**
      * The first way the remote's intro does not fit this side's, as one sentence with the remote

@@ -313,7 +313,7 @@ internal class Session(
     private fun hello(): Hello {
         val credits = creditMr!!
         return Hello(
-            version = Handshake.VERSION,
+            version = CONTROL_PROTOCOL_VERSION,
             role = role,
             qpCount = settings.qps,
             recvDepth = settings.recvDepth,

@@ -85,7 +85,7 @@ class FrameCodecFuzzTest {
     companion object {
         private const val GID = "00000000000000000000ffff0a4d0001"
 
-        private val INTRO = Intro(Handshake.VERSION, Role.SERVER, "b".repeat(64), SecretKind.TOKEN)
+        private val INTRO = Intro(CONTROL_PROTOCOL_VERSION, Role.SERVER, "b".repeat(64), SecretKind.TOKEN)
 
         /** The server's secret, plan parts and the client's nonce the proofs are checked against. */
         private val SECRET = "fuzz-secret".toByteArray()
@@ -96,7 +96,7 @@ class FrameCodecFuzzTest {
 
         /** This side: a server's hello of 2 QPs (the seeds' client hello fits it). */
         private val LOCAL = Hello(
-            version = Handshake.VERSION,
+            version = CONTROL_PROTOCOL_VERSION,
             role = Role.SERVER,
             qpCount = 2,
             recvDepth = 64,

@@ -33,7 +33,7 @@ class HandshakeSpec : FunSpec({
         fingerprint: String = "a".repeat(64),
         access: Set<RemoteAccess> = emptySet(),
     ) = Hello(
-        version = Handshake.VERSION,
+        version = CONTROL_PROTOCOL_VERSION,
         role = role,
         qpCount = qps,
         recvDepth = 64,
@@ -72,7 +72,7 @@ class HandshakeSpec : FunSpec({
                 Heartbeat(),
                 Heartbeat(progress = 42, waiting = "receive() on QP 0", messagesWaiting = listOf(0, 3), inboxFull = listOf(1)),
                 Failure("remote has 2 QPs, this side 4"),
-                Intro(Handshake.VERSION, Role.CLIENT, "c".repeat(64), SecretKind.USER),
+                Intro(CONTROL_PROTOCOL_VERSION, Role.CLIENT, "c".repeat(64), SecretKind.USER),
                 Proof("d".repeat(64), Handshake.SECTIONS.associateWith { "e".repeat(64) }),
                 PlanLines(listOf("rdma-run-plan-2", "parameter count=100")),
             )
@@ -117,10 +117,10 @@ class HandshakeSpec : FunSpec({
         }
 
         test("a hello of another version is reported as a version mismatch before its fields are judged") {
-            val next = Handshake.VERSION + 1
+            val next = CONTROL_PROTOCOL_VERSION + 1
             val newer = """{"type":"hello","version":$next,"somethingNew":true}"""
             shouldThrow<PeerException> { FrameCodec.decode(newer.toByteArray()) }.message shouldBe
-                "remote speaks control protocol version $next, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
+                "remote speaks control protocol version $next, this side ${CONTROL_PROTOCOL_VERSION}: use the same rdma-run version on both sides"
         }
     }
 
@@ -163,7 +163,7 @@ class HandshakeSpec : FunSpec({
         }
         test("the version comes first") {
             Handshake.mismatch(hello(Role.SERVER), hello(Role.SERVER, qps = 2).copy(version = 9)) shouldBe
-                "remote speaks control protocol version 9, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
+                "remote speaks control protocol version 9, this side ${CONTROL_PROTOCOL_VERSION}: use the same rdma-run version on both sides"
         }
         test("remote access does not have to match: each side grants its own") {
             Handshake.mismatch(hello(Role.SERVER, access = setOf(RemoteAccess.WRITE)), hello(Role.CLIENT)) shouldBe null
@@ -222,7 +222,7 @@ class HandshakeSpec : FunSpec({
         }
 
         test("a peer of another protocol version fails on both sides") {
-            val v = Handshake.VERSION
+            val v = CONTROL_PROTOCOL_VERSION
             val (s, c) = connectedPair()
             val (atServer, atClient) = both({ server(s).use { it.handshake(hello(Role.SERVER)) } }, {
                 val out = DataOutputStream(c.getOutputStream())

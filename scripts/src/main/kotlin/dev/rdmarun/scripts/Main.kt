@@ -12,7 +12,7 @@ import com.github.ajalt.clikt.parameters.options.validate
 import com.github.ajalt.clikt.parameters.types.choice
 import com.github.ajalt.clikt.completion.completionOption
 import com.github.ajalt.clikt.parameters.options.versionOption
-import dev.rdmarun.dsl.Handshake
+import dev.rdmarun.dsl.CONTROL_PROTOCOL_VERSION
 import dev.rdmarun.scripts.host.ScenarioScriptHost
 import java.io.File
 
@@ -31,7 +31,7 @@ class RdmaRun internal constructor(cliktCompletion: Boolean) : CliktCommand(name
     private val global by findOrSetObject { GlobalOptions() }
 
     init {
-        versionOption(VERSION, message = { "rdma-run $it (control protocol ${Handshake.VERSION}; Java ${Runtime.version()})" })
+        versionOption(VERSION, message = { "rdma-run $it (control protocol ${CONTROL_PROTOCOL_VERSION}; Java ${Runtime.version()})" })
         // `rdma-run --generate-completion bash|zsh|fish`: a completion script for the shell. Clikt
         // writes its script only from its own option, so rdma-run's takes it from a copy of the
         // commands that has clikt's, and adds what the implicit `run` needs.

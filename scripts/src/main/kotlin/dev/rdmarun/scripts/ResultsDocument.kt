@@ -1,6 +1,6 @@
 package dev.rdmarun.scripts
 
-import dev.rdmarun.dsl.Handshake
+import dev.rdmarun.dsl.CONTROL_PROTOCOL_VERSION
 import dev.rdmarun.dsl.ScenarioResult
 import java.net.InetAddress
 import java.security.MessageDigest
@@ -56,7 +56,7 @@ data class ResultsStart(
     companion object {
         fun of(role: String, path: String, source: String, parameters: Map<String, String>) = ResultsStart(
             rdmaRun = VERSION,
-            controlProtocol = Handshake.VERSION,
+            controlProtocol = CONTROL_PROTOCOL_VERSION,
             java = Runtime.version().toString(),
             os = "${System.getProperty("os.name")} ${System.getProperty("os.version")}",
             host = runCatching { InetAddress.getLocalHost().hostName }.getOrDefault(""),

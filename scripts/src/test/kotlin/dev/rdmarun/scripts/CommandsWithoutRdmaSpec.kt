@@ -29,7 +29,7 @@ class CommandsWithoutRdmaSpec : FunSpec({
     test("--version names the build, the control protocol both peers must share, and the JDK") {
         val result = run("--version")
         result.statusCode shouldBe 0
-        result.stdout.trim() shouldBe "rdma-run $VERSION (control protocol ${dev.rdmarun.dsl.Handshake.VERSION}; Java ${Runtime.version()})"
+        result.stdout.trim() shouldBe "rdma-run $VERSION (control protocol ${dev.rdmarun.dsl.CONTROL_PROTOCOL_VERSION}; Java ${Runtime.version()})"
     }
 
     test("'devices' lists soft0 as software emulation, says in one line why there is no RDMA device, and exits 1").config(enabled = noRdma) {
