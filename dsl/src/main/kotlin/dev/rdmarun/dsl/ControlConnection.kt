@@ -15,6 +15,8 @@ import java.net.Socket
 import java.net.SocketTimeoutException
 import java.net.UnknownHostException
 import java.util.concurrent.CancellationException
+import java.util.concurrent.ScheduledThreadPoolExecutor
+import java.util.concurrent.TimeUnit
 import kotlin.time.Duration
 import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.ExperimentalCoroutinesApi
@@ -67,6 +69,10 @@ internal class ControlConnection private constructor(
     private var reader: Thread? = null
     private var heartbeat: Thread? = null
 
+    /** The write watchdog closed the socket: the peer stopped reading (see [send]). */
+    @Volatile
+    private var writeStalled = false
+
     /** Guarded by [writeLock]: the magic went out, a failure report went out. */
     private var magicSent = false
     private var failureSent = false
@@ -92,6 +98,11 @@ internal class ControlConnection private constructor(
         }
     }
 
+    /**
+     * Writes [frame] within the timeout. A peer that stops reading fills the socket's buffers and
+     * blocks the write, which Java cannot bound: a watchdog closes the connection when the timeout
+     * passes, and the write then fails with an [RdmaTimeoutException] that says so.
+     */
     fun send(frame: Frame) {
         synchronized(writeLock) {
             if (frame is Failure) {
@@ -99,9 +110,22 @@ internal class ControlConnection private constructor(
                 if (failureSent || peerFailed) return
                 failureSent = true
             }
-            FrameCodec.io("$peerLabel to take frame ${frame::class.simpleName}") {
-                writeMagicLocked()
-                FrameCodec.write(output, frame)
+            val name = frame::class.simpleName
+            writeStalled = false
+            val watch = WRITE_WATCHDOG.schedule({
+                writeStalled = true
+                runCatching { socket.close() }
+            }, timeout.inWholeNanoseconds, TimeUnit.NANOSECONDS)
+            try {
+                FrameCodec.io("$peerLabel to take frame $name") {
+                    writeMagicLocked()
+                    FrameCodec.write(output, frame)
+                }
+            } catch (e: PeerException) {
+                if (!writeStalled) throw e
+                throw RdmaTimeoutException("$peerLabel did not take frame $name within $timeout: it stopped reading the control connection", e)
+            } finally {
+                watch.cancel(false)
             }
         }
     }
@@ -112,6 +136,8 @@ internal class ControlConnection private constructor(
             send(frame)
         } catch (_: RuntimeException) {
             // the peer is gone; there is nobody left to tell
+        } catch (_: RdmaTimeoutException) {
+            // nor when it stopped reading
         }
     }
 
@@ -172,7 +198,7 @@ internal class ControlConnection private constructor(
      * difference, and the server stops waiting for another client ([PeerException.endsTheWait]).
      */
     fun authenticate(local: Handshake.Credentials): dev.rdmarun.runtime.FabricKey {
-        val intro = Intro(Handshake.VERSION, local.role, Handshake.nonce(), local.token.kind)
+        val intro = Intro(CONTROL_PROTOCOL_VERSION, local.role, Handshake.nonce(), local.token.kind)
         // A peer that closed at once (a port scan) breaks this write: what it sent, or its EOF, says more.
         val unsent = try {
             synchronized(writeLock) {
@@ -281,7 +307,7 @@ internal class ControlConnection private constructor(
      * least once a second.
      */
     fun startWatching(onLost: (Exception) -> Unit, onHeartbeat: (Heartbeat) -> Unit, onFrame: (Frame) -> Unit, heartbeat: () -> Heartbeat) {
-        reader = Thread.ofPlatform().daemon(true).name("rdma-run-control-reader").start {
+        reader = Thread.ofPlatform().daemon(true).name("rdma-run-${peerRole.other.label}-control-reader").start {
             try {
                 while (!closing) {
                     // Each frame within the timeout: a silent peer and one that drips are both lost.
@@ -326,7 +352,7 @@ internal class ControlConnection private constructor(
             }
         }
         val period = (timeout.inWholeMilliseconds / 4).coerceIn(1, 1000)
-        this.heartbeat = Thread.ofPlatform().daemon(true).name("rdma-run-control-heartbeat").start {
+        this.heartbeat = Thread.ofPlatform().daemon(true).name("rdma-run-${peerRole.other.label}-control-heartbeat").start {
             try {
                 while (!closing) {
                     Thread.sleep(period)
@@ -408,6 +434,11 @@ internal class ControlConnection private constructor(
         } catch (e: IOException) {
             throw ScenarioException("cannot listen on TCP port ${peer.port}: ${e.message}", e)
         }
+
+        /** Closes a connection whose write outlived its timeout ([send]); one daemon thread for all. */
+        private val WRITE_WATCHDOG = ScheduledThreadPoolExecutor(1) { r ->
+            Thread.ofPlatform().daemon(true).name("rdma-run-control-write-watchdog").unstarted(r)
+        }.apply { removeOnCancelPolicy = true }
 
         /** At most this many accepted connections are judged at once; a newer one closes the oldest. */
         const val MAX_PENDING = 8

@@ -15,6 +15,7 @@ import java.io.DataInputStream
 import java.io.DataOutputStream
 import java.io.IOException
 import java.net.InetAddress
+import java.net.InetSocketAddress
 import java.net.ServerSocket
 import java.net.Socket
 import java.util.concurrent.CopyOnWriteArrayList
@@ -36,14 +37,14 @@ class ControlSecuritySpec : FunSpec({
     val fingerprint = "f".repeat(64)
 
     fun hello(role: Role, qps: Int = 2, parameters: Map<String, String> = emptyMap()) = Hello(
-        version = Handshake.VERSION, role = role, qpCount = qps, recvDepth = 64, maxDestRdAtomic = 1,
+        version = CONTROL_PROTOCOL_VERSION, role = role, qpCount = qps, recvDepth = 64, maxDestRdAtomic = 1,
         fingerprint = fingerprint, parameters = parameters, plan = listOf("rdma-run-plan-2"),
         qps = List(qps) { QpInfo(0x11 + it, 0x1234 + it, 0, gid, 1024, BufferInfo(0x7f00_0000_1000L + it * 4096L, 0x100 + it, 4096), BufferInfo(0x7f00_0010_0000L, 7, 8)) },
     )
 
     val expected = Handshake.Expected(qpCount = 2, recvDepth = 64, dataBytes = 4096)
 
-    fun intro(role: Role, secret: SecretKind = SecretKind.NONE) = Intro(Handshake.VERSION, role, Handshake.nonce(), secret)
+    fun intro(role: Role, secret: SecretKind = SecretKind.NONE) = Intro(CONTROL_PROTOCOL_VERSION, role, Handshake.nonce(), secret)
 
     /** A plan's lines: the settings, one parameter, the script's digest. */
     fun plan(qps: Int = 2, count: Int = 100, script: String = "a".repeat(64)) =
@@ -140,6 +141,25 @@ class ControlSecuritySpec : FunSpec({
             e.message shouldStartWith "no client completed the hello on TCP port "
             e.message shouldContain "within 1s; closed 1 stray connection that did not complete the hello (the last: the client at 127.0.0.1:"
             e.message shouldContain "sent its hello too slowly: no complete hello within 1s)"
+        }
+
+        test("a peer that stops reading fails a send within the timeout, in one sentence") {
+            // Small buffers on both ends, so that a few kilobytes of frames block the write.
+            val (side, raw) = ServerSocket(0, 1, loopback).use { l ->
+                val c = Socket().apply { receiveBufferSize = 4096; connect(InetSocketAddress(loopback, l.localPort)) }
+                ControlConnection.over(l.accept().apply { sendBufferSize = 4096 }, 1.seconds, Role.CLIENT) to c
+            }
+            raw.use {
+                val outcome = java.util.concurrent.CompletableFuture<Throwable?>()
+                // On a thread of its own: without a write deadline this send never returns, and the
+                // test must then fail rather than hang (closing the socket below unblocks it).
+                Thread.ofPlatform().daemon(true).start {
+                    outcome.complete(runCatching { repeat(1_000_000) { side.send(Heartbeat(progress = it.toLong())) } }.exceptionOrNull())
+                }
+                val failure = runCatching { outcome.get(60, java.util.concurrent.TimeUnit.SECONDS) }.getOrElse { raw.close(); side.close(); outcome.get() }
+                failure.shouldBeInstanceOf<RdmaTimeoutException>().message shouldBe
+                    "the client did not take frame Heartbeat within 1s: it stopped reading the control connection"
+            }
         }
 
         test("while the scenario runs, a peer that drips its frames is lost within the timeout") {
@@ -623,20 +643,20 @@ class ControlSecuritySpec : FunSpec({
             val old = """{"type":"hello","version":2,"role":"CLIENT","qpCount":1}""".toByteArray()
             DataOutputStream(c.getOutputStream()).apply { writeInt(FrameCodec.MAGIC); writeInt(old.size); write(old); flush() }
             val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.CLIENT).use { it.authenticate(creds(Role.SERVER)) } }
-            e.message shouldBe "remote speaks control protocol version 2, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
+            e.message shouldBe "remote speaks control protocol version 2, this side ${CONTROL_PROTOCOL_VERSION}: use the same rdma-run version on both sides"
             val input = DataInputStream(c.getInputStream())
             input.readInt() shouldBe FrameCodec.MAGIC
             val first = ByteArray(input.readInt()).also { input.readFully(it) }.toString(Charsets.UTF_8)
-            first shouldStartWith """{"type":"hello","version":${Handshake.VERSION},"""
+            first shouldStartWith """{"type":"hello","version":${CONTROL_PROTOCOL_VERSION},"""
             // The failure report follows, once.
             FrameCodec.read(input, "failure") shouldBe Failure(e.message!!)
             c.close()
         }
 
         test("the step-3 frame of another version is judged by its version first") {
-            val next = Handshake.VERSION + 1
+            val next = CONTROL_PROTOCOL_VERSION + 1
             shouldThrow<PeerException> { FrameCodec.decode("""{"type":"endpoints","version":$next}""".toByteArray()) }.message shouldBe
-                "remote speaks control protocol version $next, this side ${Handshake.VERSION}: use the same rdma-run version on both sides"
+                "remote speaks control protocol version $next, this side ${CONTROL_PROTOCOL_VERSION}: use the same rdma-run version on both sides"
         }
     }
 

@@ -476,7 +476,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             "control connection over 127.0.0.1:$port", err = true)
         withProgress(sides.map { it.label to it.monitor }, options.parameters) {
             for (side in sides) {
-                side.thread = Thread.ofPlatform().name("rdma-run-${side.label}").start {
+                side.thread = Thread.ofPlatform().name("rdma-run-${side.label}-script").start {
                     side.failure = sampler(side.label, side.monitor).use { sampler ->
                         try {
                             evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->

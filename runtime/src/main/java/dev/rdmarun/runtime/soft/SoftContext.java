@@ -82,7 +82,7 @@ final class SoftContext extends Context {
         this.mode = Objects.requireNonNull(mode, "softTransport");
         this.gids = hostGids();
         this.memoryLid = SoftFabric.register(this);
-        this.engine = new Engine(this, device.name() + "-engine");
+        this.engine = new Engine(this, device.name() + "-engine-lid" + memoryLid); // one per context: loopback has two
         this.transport = new TcpTransport(this);
         this.attributes = new DeviceAttributes("rdma-run software emulation 1", device.nodeGuid(), Long.MAX_VALUE,
                 0, 0, MAX_QP, MAX_QP_WR, 1, MAX_QP, MAX_CQE, MAX_MR, MAX_QP, MAX_RD_ATOMIC, MAX_RD_ATOMIC,
