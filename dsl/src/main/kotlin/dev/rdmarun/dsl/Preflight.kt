@@ -48,13 +48,18 @@ data class PreflightReport(
     val quiet: Boolean,
     val quietMillis: Long = JitQuiet.QUIET_NANOS / 1_000_000,
 ) {
-    /** E.g. `pre-flight on soft0: 6 rounds of 1000 local exchanges in 1.9 s, until no compilation for 0.5 s`. */
+    /**
+     * E.g. `pre-flight on soft0: 6 rounds of 1000 local exchanges in 1.9 s, until no compilation
+     * for 0.5 s`; a round the bound cut short makes it `7 rounds, 6413 local exchanges in 10.0 s, ...`.
+     */
     fun describe(): String {
-        val perRound = if (rounds > 0) exchanges / rounds else 0
         val took = "%.1f s".format(java.util.Locale.ROOT, nanos / 1e9)
         val end = if (quiet) "until no compilation for ${"%.1f".format(java.util.Locale.ROOT, quietMillis / 1e3)} s"
             else "stopped at its time bound with the JIT still compiling"
-        return "pre-flight on $device: $rounds round${if (rounds == 1) "" else "s"} of $perRound local exchanges in $took, $end"
+        val counted = "$rounds round${if (rounds == 1) "" else "s"}" +
+            if (rounds > 0 && exchanges > 0 && exchanges % rounds == 0L) " of ${exchanges / rounds} local exchanges"
+            else ", $exchanges local exchange${if (exchanges == 1L) "" else "s"}"
+        return "pre-flight on $device: $counted in $took, $end"
     }
 }
 
@@ -99,7 +104,7 @@ internal object Preflight {
     /** The largest WRITE or READ of a round (a huge bufferSize warms no other code, only costs time). */
     private const val MAX_TRANSFER = 64 * 1024
 
-    /** For tests: sees every verbs object a pre-flight creates, and each round's end. Null in use. */
+    /** For tests: sees every verbs object a pre-flight creates, and each round's end, and gives its clock. Null in use. */
     @Volatile
     internal var probe: Probe? = null
 
@@ -107,7 +112,11 @@ internal object Preflight {
         fun starting(session: Session) {}
         fun created(resource: VerbsResource) {}
         suspend fun roundDone(round: Int) {}
+        /** The clock of the pre-flight's bound (System.nanoTime()). */
+        fun nanoTime(): Long = System.nanoTime()
     }
+
+    private fun now(): Long = probe?.nanoTime() ?: System.nanoTime()
 
     /**
      * Runs the pre-flight for [session] (on its dispatcher thread, before the session adds its own
@@ -234,7 +243,7 @@ internal object Preflight {
 
         suspend fun rounds(bound: Duration, device: String): PreflightReport {
             val jit = JitQuiet()
-            val start = System.nanoTime()
+            val start = now()
             val end = start + bound.inWholeNanoseconds
             var rounds = 0
             var quiet = false
@@ -258,14 +267,14 @@ internal object Preflight {
                             quiet = true
                             break
                         }
-                        if (System.nanoTime() - end >= 0) break
+                        if (now() - end >= 0) break
                     }
                 } finally {
                     finished = true
                     watcher.cancel()
                 }
             }
-            return PreflightReport(device, rounds, exchanges, System.nanoTime() - start, quiet)
+            return PreflightReport(device, rounds, exchanges, now() - start, quiet)
         }
 
         /**
@@ -275,34 +284,53 @@ internal object Preflight {
          * awaited; READs instead where the device has no atomics or the buffer is under 8 bytes).
          */
         private suspend fun round(end: Long) = coroutineScope {
-            // Past the bound the rest of a round is left out (the ping-pongs are both sides' count, so they run whole).
-            fun over() = System.nanoTime() - end >= 0
+            // Past the bound the rest of a round is left out: under emulation one round takes seconds.
+            fun over() = now() - end >= 0
             val small = minOf(s.bufferSize, 64)
             val large = minOf(s.bufferSize, MAX_TRANSFER)
             val transfer = large
             launch {
                 failing {
+                    // A 0-byte message from the other QP: the bound passed, no more ping-pongs this round.
+                    var stopped = false
                     for (i in 0 until PING_PONGS) {
-                        b.receive(copyPayload = false)
+                        if (b.receive(copyPayload = false).length == 0) {
+                            stopped = true
+                            break
+                        }
                         b.send(small)
                     }
-                    for (i in 0 until PING_PONGS) {
-                        b.receive()
-                        b.send(large)
+                    if (!stopped) {
+                        for (i in 0 until PING_PONGS) {
+                            if (b.receive().length == 0) break
+                            b.send(large)
+                        }
                     }
                     b.awaitAll()
                 }
             }
             failing {
+                var stopped = false
                 for (i in 0 until PING_PONGS) {
+                    if (over()) {
+                        a.send(0)
+                        stopped = true
+                        break
+                    }
                     a.send(small)
                     a.receive(copyPayload = false)
                     exchanges++
                 }
-                for (i in 0 until PING_PONGS) {
-                    a.send(large)
-                    a.receive()
-                    exchanges++
+                if (!stopped) {
+                    for (i in 0 until PING_PONGS) {
+                        if (over()) {
+                            a.send(0)
+                            break
+                        }
+                        a.send(large)
+                        a.receive()
+                        exchanges++
+                    }
                 }
                 a.awaitAll()
                 for (i in 0 until WRITES) {

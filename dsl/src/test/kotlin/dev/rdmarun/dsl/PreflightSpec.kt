@@ -34,6 +34,8 @@ class PreflightSpec : FunSpec({
         val created = ConcurrentLinkedQueue<VerbsResource>()
         @Volatile
         var onRound: (suspend (Int) -> Unit)? = null
+        @Volatile
+        var clock: (() -> Long)? = null
 
         override fun starting(session: Session) {
             sessions.add(session)
@@ -46,6 +48,8 @@ class PreflightSpec : FunSpec({
         override suspend fun roundDone(round: Int) {
             onRound?.invoke(round)
         }
+
+        override fun nanoTime(): Long = clock?.invoke() ?: System.nanoTime()
     }
 
     suspend fun <T> recording(block: suspend (Recorder) -> T): T {
@@ -147,6 +151,34 @@ class PreflightSpec : FunSpec({
             } finally {
                 polling.close()
                 context.close()
+            }
+        }
+    }
+
+    test("the report's sentence counts exactly: a round cut short is not averaged away") {
+        PreflightReport("soft0", 6, 6000, 1_900_000_000, true).describe() shouldBe
+            "pre-flight on soft0: 6 rounds of 1000 local exchanges in 1.9 s, until no compilation for 0.5 s"
+        PreflightReport("soft0", 7, 6413, 10_000_000_000, false).describe() shouldBe
+            "pre-flight on soft0: 7 rounds, 6413 local exchanges in 10.0 s, stopped at its time bound with the JIT still compiling"
+        PreflightReport("soft0", 1, 0, 1_000_000, false).describe() shouldBe
+            "pre-flight on soft0: 1 round, 0 local exchanges in 0.0 s, stopped at its time bound with the JIT still compiling"
+    }
+
+    test("a round stops its ping-pongs as soon as the bound passes, not at the round's end") {
+        recording { probe ->
+            // Each pre-flight runs on its session's dispatcher thread: after its first reading
+            // (the start), that thread's clock is an hour on, past the bound of any round.
+            val readings = ThreadLocal.withInitial { 0 }
+            probe.clock = {
+                readings.set(readings.get() + 1)
+                System.nanoTime() + if (readings.get() > 1) 3_600_000_000_000L else 0L
+            }
+            pair { connect(peer) }
+            probe.sessions shouldHaveSize 2
+            for (s in probe.sessions) {
+                val report = s.preflight.shouldNotBeNull()
+                report.rounds shouldBe 1
+                report.exchanges shouldBe 0L
             }
         }
     }
