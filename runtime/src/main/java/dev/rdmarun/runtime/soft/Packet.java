@@ -16,6 +16,8 @@ final class Packet {
     // NAK syndromes (IB spec AETH: RNR NAK, and the NAK codes rdma-run meets)
     static final int NAK_RNR = 1, NAK_INVALID_REQUEST = 2, NAK_REMOTE_ACCESS = 3, NAK_REMOTE_OPERATIONAL = 4;
     static final int MAX_SYNDROME = NAK_REMOTE_OPERATIONAL;
+    /** Payload bytes of a new packet: headers-only responses and small messages never grow it. */
+    static final int INITIAL_CAPACITY = 256;
 
     /** The pool this packet returns to. */
     final PacketPool pool;
@@ -44,7 +46,7 @@ final class Packet {
      * buffer, so the TCP transport reads and writes it with no copy through the JDK's own
      * temporary direct buffers. {@link #payload} is the same memory, for copies to and from regions.
      */
-    private ByteBuffer buffer = ByteBuffer.allocateDirect(256);
+    private ByteBuffer buffer = ByteBuffer.allocateDirect(INITIAL_CAPACITY);
     private MemorySegment payload = MemorySegment.ofBuffer(buffer);
     int length;
 
@@ -85,6 +87,14 @@ final class Packet {
 
     int capacity() {
         return buffer.capacity();
+    }
+
+    /** Gives a grown payload buffer up (the pool keeps only so much, {@link PacketPool#RETAINED_BYTES}). */
+    void shrink() {
+        if (buffer.capacity() > INITIAL_CAPACITY) {
+            buffer = ByteBuffer.allocateDirect(INITIAL_CAPACITY);
+            payload = MemorySegment.ofBuffer(buffer);
+        }
     }
 
     /** The payload as a buffer positioned at 0 with limit length: what a frame carries after its header. */
