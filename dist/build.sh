@@ -3,7 +3,9 @@
 #   dist/build.sh VERSION JAVA_HOME TARGET_DIR
 # The archive holds a Java runtime made by jlink with the modules the jars need (no JDK where it is
 # unpacked), the launcher's jars with an AOT cache made by that runtime, bin/rdma-run, the samples,
-# LICENSE, README.md with the documents it links to (docs/, SECURITY.md, ...) and a man page.
+# LICENSE, README.md with the documents it links to (docs/, SECURITY.md, ...), a man page, and
+# maven/: a Maven repository with the runtime and the DSL (jars, POMs, sources and javadoc jars),
+# which dist/pom.xml installed into TARGET_DIR/maven-repository before this runs.
 set -euo pipefail
 version=$1 jdk=$2 target=$3
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,6 +22,15 @@ rm -rf "$target/stage" && mkdir -p "$stage/app" "$stage/bin" "$stage/samples" "$
 modules=java.base,java.desktop,java.instrument,java.logging,java.management,java.naming,java.rmi,java.scripting,java.security.jgss,jdk.management,jdk.unsupported,jdk.zipfs
 "$jdk/bin/jlink" --add-modules "$modules" --strip-debug --no-header-files --no-man-pages --compress=zip-6 \
   --output "$stage/runtime"
+
+# The repository, as Maven's install left it: a local repository's layout, so it serves as a
+# remote one (file://) and can be copied into ~/.m2/repository as it is (README, "From an IDE").
+for a in rdma-run-parent/$version/rdma-run-parent-$version.pom \
+  rdma-runtime/$version/rdma-runtime-$version{.jar,.pom,-sources.jar,-javadoc.jar} \
+  rdma-dsl/$version/rdma-dsl-$version{.jar,.pom,-sources.jar,-javadoc.jar}; do
+  [ -s "$target/maven-repository/dev/rdmarun/$a" ] || { echo "dist: maven-repository lacks dev/rdmarun/$a" >&2; exit 1; }
+done
+cp -r "$target/maven-repository" "$stage/maven"
 
 cp "$root/scripts/target/rdma-run.jar" "$stage/app/"
 cp -r "$root/scripts/target/lib" "$stage/app/lib"

@@ -3,6 +3,8 @@
 # temporary directory and, with no JDK to be found (JAVA_HOME unset, PATH without one), runs
 # `rdma-run --version`, `rdma-run devices` (on a host without RDMA it exits 1 and lists soft0),
 # the card sample on soft0 in loopback, and renders the man page; checks the man page's sections,
+# that a stock Kotlin (`kotlin FILE.main.kts`: kotlinc's -script with main-kts) resolves a sample's
+# @file:DependsOn from the archive's maven/ repository, in the README's two ways,
 # that docs/ is there and that the README's links resolve in the archive, that the runtime loads
 # the launcher's classes from the archive's AOT cache, there and after a move to another directory,
 # and that it runs, quietly, with the cache unusable or removed. Run by .ci/run after the build.
@@ -61,6 +63,52 @@ links_ok() {
 }
 check links_ok
 unpacked=$(du -sh "$home" | cut -f1)
+
+# A stock Kotlin, as `kotlin FILE.main.kts` runs it (kotlinc -script, main-kts's definition found
+# on its classpath), from the launcher's lib/ of this build (the same Kotlin release), in a clean
+# environment: env -i, a new user.home (main-kts's ~/.m2 is read from there, not from $HOME). Its
+# settings mirror Maven Central to the build's local repository without dev/rdmarun, so the
+# third-party jars resolve offline and rdma-run's can come only from the archive. The sample runs
+# as far as `connect(peer)`, which names the missing peer: compiled, resolved and linked.
+kotlin_home=$tmp/kotlin-user
+stock_kotlin() { # HOME-like directory, script
+  local lib="$root/scripts/target/lib" cp=""
+  for j in kotlin-compiler-embeddable kotlin-stdlib kotlin-script-runtime kotlin-reflect kotlin-daemon-embeddable \
+    kotlinx-coroutines-core-jvm kotlin-scripting-compiler-embeddable kotlin-scripting-compiler-impl-embeddable \
+    kotlin-scripting-common kotlin-scripting-jvm; do cp=$cp:$(ls "$lib/$j"-[0-9]*.jar | head -1); done
+  (cd "$1" && env -i PATH=/usr/bin:/bin HOME="$1" "$jdk/bin/java" -Duser.home="$1" --enable-native-access=ALL-UNNAMED \
+    --sun-misc-unsafe-memory-access=allow -cp "${cp#:}" org.jetbrains.kotlin.cli.jvm.K2JVMCompiler -no-stdlib \
+    -cp "$(ls "$lib"/kotlin-main-kts-*.jar)" -script "$2" 2>&1)
+}
+jdk=$(. "$root/bin/jdk.sh" >/dev/null && echo "$JAVA_HOME")
+m2=$(cd "$root" && ./mvnw -B -q -N help:evaluate -Dexpression=settings.localRepository -DforceStdout -o 2>/dev/null \
+  || echo "$HOME/.m2/repository")
+central="$tmp/central"
+mkdir -p "$central/dev"
+for d in "$m2"/*; do [ "$(basename "$d")" = dev ] || ln -s "$d" "$central/$(basename "$d")"; done
+for d in "$m2"/dev/*; do [ "$(basename "$d")" = rdmarun ] || ln -s "$d" "$central/dev/$(basename "$d")"; done
+fresh_user() {
+  rm -rf "$kotlin_home" && mkdir -p "$kotlin_home/.m2"
+  printf '<settings><mirrors><mirror><id>build-local</id><mirrorOf>central</mirrorOf><url>file://%s</url></mirror></mirrors></settings>\n' \
+    "$central" >"$kotlin_home/.m2/settings.xml"
+}
+reached_connect() { grep -q 'the scenario reads `peer` but none was given' <<<"$out"; }
+version=$(basename "$home" | sed 's/^rdma-run-//')
+resolved="$kotlin_home/.m2/repository/dev/rdmarun/rdma-dsl/$version/rdma-dsl-$version.jar"
+fresh_user
+sed "/^@file:DependsOn/i @file:Repository(\"file://$home/maven\")" "$home/samples/card.main.kts" >"$kotlin_home/card.main.kts"
+out=$(stock_kotlin "$kotlin_home" card.main.kts) || true
+label="stock kotlin -script of the card sample, with @file:Repository on the archive's maven/"
+check bash -c "$(declare -f reached_connect); out=\$0; reached_connect && cmp -s '$resolved' '$home/maven/dev/rdmarun/rdma-dsl/$version/rdma-dsl-$version.jar'" "$out"
+[ $fail -eq 0 ] || printf '%s\n' "$out" | grep -v '^WARNING\|^\s*at ' | tail -20 >&2
+fresh_user
+mkdir -p "$kotlin_home/.m2/repository" && cp -r "$home/maven/." "$kotlin_home/.m2/repository/"
+cp "$home/samples/card.main.kts" "$kotlin_home/"
+out=$(stock_kotlin "$kotlin_home" card.main.kts) || true
+label="stock kotlin -script of the card sample as shipped, with maven/ copied into ~/.m2/repository"
+check bash -c "$(declare -f reached_connect); out=\$0; reached_connect" "$out"
+[ $fail -eq 0 ] || printf '%s\n' "$out" | grep -v '^WARNING\|^\s*at ' | tail -20 >&2
+rm -rf "$kotlin_home" "$central"
 
 # The AOT cache, made in dist/target/stage: the class-loading log names it ("shared objects file")
 # as the source of the launcher's classes, and after a move to another directory a script runs with
