@@ -16,7 +16,7 @@
 import dev.rdmarun.dsl.*
 
 rdma {
-    val size = intParam("size", 64) // bytes of each message, both ways
+    val size = sizeParam("size", 64) // bytes of each message, both ways
     bufferSize(maxOf(size, 1))
     inlineThreshold(minOf(size, 64))
     signalEvery(16)

@@ -15,7 +15,7 @@ import dev.rdmarun.dsl.*
 import java.lang.foreign.ValueLayout.JAVA_BYTE
 
 rdma {
-    val size = intParam("size", 64) // bytes of each READ
+    val size = sizeParam("size", 64) // bytes of each READ
     bufferSize(maxOf(size, 1))
     if (isServer) remoteAccess(RemoteAccess.READ) // only the server's buffer is read
     connect(peer)

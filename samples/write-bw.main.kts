@@ -16,7 +16,7 @@ import dev.rdmarun.dsl.*
 import java.lang.foreign.ValueLayout.JAVA_BYTE
 
 rdma {
-    val size = intParam("size", 65536) // bytes of each WRITE (the buffer size)
+    val size = sizeParam("size", 65536) // bytes of each WRITE (the buffer size)
     val depth = maxOf(intParam("depth", 16), 1) // WRITEs in flight per QP
     qps(intParam("qps", 1)) // QPs, each writing `iterations` times
     bufferSize(size)

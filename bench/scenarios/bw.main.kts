@@ -17,7 +17,7 @@ import dev.rdmarun.dsl.*
 rdma {
     val op = param("op", "write")
     if (op !in setOf("send", "write", "read", "atomic")) throw ScenarioException("op must be send, write, read or atomic, not '$op'")
-    val size = if (op == "atomic") 8 else intParam("size", 65536)
+    val size = if (op == "atomic") 8 else sizeParam("size", 65536)
     val depth = maxOf(intParam("depth", 128), 1)
     val iterations = intParam("iterations", 5000)
     val warmup = intParam("warmup", iterations)

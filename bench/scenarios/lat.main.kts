@@ -27,7 +27,7 @@ import java.lang.invoke.VarHandle
 
 rdma {
     val op = param("op", "send")
-    val size = intParam("size", 64)
+    val size = sizeParam("size", 64)
     val iterations = intParam("iterations", 1000)
     val warmup = intParam("warmup", iterations)
     if (op !in setOf("send", "write", "read")) throw ScenarioException("op must be send, write or read, not '$op'")

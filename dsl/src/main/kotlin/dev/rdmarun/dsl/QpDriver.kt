@@ -316,9 +316,11 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     }
     private var loops = 0
     override fun nextLoop(): Int = ++loops
-    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean) =
-        session.agreeOnRound(index, loop, round, more, dropLeftovers)
+    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean) =
+        session.agreeOnRound(index, loop, round, more, dropLeftovers, measured)
     override fun startMeasuring() = measureFromHere()
+    override fun warmupStarted() = session.warmupGate.started()
+    override suspend fun warmupOver() = session.warmupGate.over()
     override fun planned(iterations: Long, warmupIterations: Long) {
         rounds.done -= warmupIterations
         rounds.planned += iterations

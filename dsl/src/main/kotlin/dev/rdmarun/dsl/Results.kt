@@ -189,8 +189,18 @@ data class ScenarioResult(
      */
     val latencyTest: Boolean get() = sections.isNotEmpty() || peerMeasuredLatency
 
-    /** perftest's `#iterations` of a bandwidth test: the measured work requests this side posted, of any kind; a side that posted none (a SEND test's receiver) counts the messages it received. */
-    val perftestIterations: Long get() = if (total.operations > 0) total.operations else total.messagesReceived
+    /**
+     * perftest's `#iterations` of a bandwidth test: the measured work requests this side posted,
+     * of any kind, per QP as perftest's `-n` is (`-n 3000 -q 2` says 3000) when every QP that
+     * posted posted as many, else all of them; a side that posted none (a SEND test's receiver)
+     * counts the messages it received, per QP in the same way.
+     */
+    val perftestIterations: Long get() {
+        val posted = total.operations > 0
+        val counts = qps.map { if (posted) it.operations else it.messagesReceived }.filter { it > 0 }
+        val all = if (posted) total.operations else total.messagesReceived
+        return if (counts.isNotEmpty() && counts.all { it == counts[0] }) counts[0] else all
+    }
 
     /** The section perftest's latency block shows: the first by name (as `--histogram`); null when this side measured none. */
     val leadingSection: Pair<String, LatencySummary>? get() = sections.toSortedMap().entries.firstOrNull()?.toPair()

@@ -118,10 +118,16 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun messagesTaken(): Long = session?.drivers?.sumOf { it.messagesTaken() } ?: 0L
     private var loops = 0
     override fun nextLoop(): Int = ++loops
-    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean) =
-        session.let { s -> if (s == null) more else s.agreeOnRound(null, loop, round, more, dropLeftovers) }
+    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean) =
+        session.let { s -> if (s == null) more else s.agreeOnRound(null, loop, round, more, dropLeftovers, measured) }
     override fun startMeasuring() {
         if (session != null) measureFromHere()
+    }
+    override fun warmupStarted() {
+        session?.warmupGate?.started()
+    }
+    override suspend fun warmupOver() {
+        session?.warmupGate?.over()
     }
     override fun planned(iterations: Long, warmupIterations: Long) {
         session?.scenarioRounds?.let {

@@ -261,7 +261,11 @@ internal class Session(
         DeviceList.open().use { list ->
             val names = list.devices().map { it.name() }
             deviceName = Validation.checkDevice(plan, names,
-                attributes = { name -> list.find(name).open(softTransport ?: SoftTransport.configured()).also { context = it }.queryDevice() },
+                attributes = { name ->
+                    val device = list.find(name)
+                    // No transport given: Device.open() applies its documented default.
+                    (softTransport?.let(device::open) ?: device.open()).also { context = it }.queryDevice()
+                },
                 port = { context!!.queryPort(settings.port) },
                 missing = list.unavailable().firstOrNull()?.describeInline(),
                 software = list.devices().filter { it.isSoftware() }.map { it.name() })
@@ -620,6 +624,9 @@ internal class Session(
     /** Warm-up rounds agreed so far: progress for the heartbeats. */
     private val roundsAgreed = java.util.concurrent.atomic.AtomicLong()
 
+    /** Where this side's warming loops wait for each other before they measure. */
+    val warmupGate = WarmupGate()
+
     /** What each loop's warm-up did, for the results. */
     private val warmups = java.util.Collections.synchronizedList(ArrayList<WarmupSummary>())
 
@@ -652,9 +659,10 @@ internal class Session(
      * partner loop would be waiting for this word, not for a message). The loop then goes on alone.
      */
     @OptIn(kotlinx.coroutines.ExperimentalCoroutinesApi::class)
-    suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean? {
+    suspend fun agreeOnRound(qp: Int?, loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean = false): Boolean? {
         val where = if (qp == null) "in its scenario block" else "on QP $qp"
-        val what = "repeat { } $where to end warm-up round $round"
+        val phase = if (measured) "timed round" else "warm-up round"
+        val what = "repeat { } $where to end $phase $round"
         val scope = if (qp == null) drivers else listOf(drivers[qp])
         sendControl(Round(qp, loop, round, more, scope.map { it.engine.stats().messagesSent() }))
         val key = RoundKey(qp, loop, round)
@@ -670,9 +678,10 @@ internal class Session(
                 if (peerMore != null) {
                     roundsAgreed.incrementAndGet()
                     // Sent in the peer's warm-up, so in this side's warm-up too: the boundary is exact.
+                    // (A timed round of the measured run only waits for them: they are measured.)
                     for ((i, d) in scope.withIndex()) {
                         d.awaitArrivals(peerMore.sent[i])
-                        d.afterAgreedRound(peerMore.sent[i], dropLeftovers)
+                        if (!measured) d.afterAgreedRound(peerMore.sent[i], dropLeftovers)
                     }
                     return more || peerMore.more
                 }
@@ -683,12 +692,12 @@ internal class Session(
                     return null
                 }
                 if (peerFinishedAt != 0L || control?.framePending == true) {
-                    throw ScenarioException("the ${role.label}'s repeat { } $where exchanged messages with $peerLabel in warm-up round $round, " +
+                    throw ScenarioException("the ${role.label}'s repeat { } $where exchanged messages with $peerLabel in $phase $round, " +
                         "but $peerLabel went on without a repeat { } to pair with it: write the peer's loop with repeat { } (or runFor) " +
                         "on the same QP, or give --set warmup=N for a fixed warm-up")
                 }
                 if (waitExpired(since, System.nanoTime())) {
-                    throw RdmaTimeoutException("the ${role.label} waited ${settings.timeout} for $peerLabel's repeat { } $where to end warm-up round $round: " +
+                    throw RdmaTimeoutException("the ${role.label} waited ${settings.timeout} for $peerLabel's repeat { } $where to end $phase $round: " +
                         "a loop that exchanges messages needs its partner repeat { } (or runFor) on the peer, on the same QP, " +
                         "or --set warmup=N for a fixed warm-up")
                 }

@@ -91,9 +91,19 @@ internal interface LoopHost {
      * that wait here are dropped. Null: the peer has no partner loop (it answers in code of its
      * own), and this loop goes on alone.
      */
-    suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean): Boolean?
+    suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean = false): Boolean?
 
     fun startMeasuring()
+
+    /** This loop warms up now: the side's other warming loops wait for it before they measure. */
+    fun warmupStarted()
+
+    /**
+     * This loop's warm-up is over: suspends until every loop of this side that warms up is over
+     * too (bounded), so that all QPs measure over the same span and no figure divides one QP's
+     * bytes by another's time.
+     */
+    suspend fun warmupOver()
 
     /** The measured run plans [iterations] (0 for a timed one); the [warmupIterations] done so far were the warm-up's, not progress. */
     fun planned(iterations: Long, warmupIterations: Long)
@@ -127,6 +137,10 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
     private var summary: WarmupSummary? = null
     /** Iterations the warm-up rounds ran: not the measured ones a progress line counts. */
     private var warmupIterations = 0L
+    /** Whether the warm-up moved messages (null: no warm-up, not known). */
+    private var exchanges: Boolean? = null
+    /** A timed run's end. */
+    private var deadline = 0L
 
     /** How many iterations to run next; 0 when the loop is over. */
     suspend fun nextRound(): Long {
@@ -135,31 +149,42 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
             START -> {
                 startedAt = now
                 roundEnd = now + FAR
+                // Numbered in every mode: a timed run agrees its rounds with the peer's loop too.
+                if (host != null) {
+                    loop = host.nextLoop()
+                    movedAtRoundStart = host.messagesMoved()
+                }
                 return when {
                     warmup.none || host == null -> measured(now, WarmupSummary.MODE_NONE, 0, 0, false)
                     warmup.fixed != null -> {
                         phase = FIXED
+                        host.warmupStarted()
                         warmupIterations = warmup.fixed
                         warmup.fixed
                     }
                     else -> {
                         phase = AUTO
-                        loop = host.nextLoop()
+                        host.warmupStarted()
+                        exchanges = false
                         jit = JitQuiet()
-                        movedAtRoundStart = host.messagesMoved()
                         takenAtRoundStart = host.messagesTaken()
                         warmupIterations = roundLength()
                         roundLength()
                     }
                 }
             }
-            FIXED -> return measured(now, WarmupSummary.MODE_FIXED, 1, warmup.fixed!!, false)
+            FIXED -> {
+                exchanges = host!!.messagesMoved() != movedAtRoundStart
+                host.warmupOver()
+                return measured(System.nanoTime(), WarmupSummary.MODE_FIXED, 1, warmup.fixed!!, false)
+            }
             AUTO -> {
                 val h = host!!
                 rounds++
                 val quiet = jit!!.roundEnded()
                 val more = !quiet && now - startedAt < WarmupSummary.LIMIT_NANOS
                 val moved = h.messagesMoved() - movedAtRoundStart
+                if (moved != 0L) exchanges = true
                 // A loop that sends and takes nothing (the design card) would fill the peer's inbox round after
                 // round: each side drops what the peer's warm-up sent it, which no code of this loop would take.
                 val again = if (moved != 0L && !alone) {
@@ -172,16 +197,37 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
                     roundEnd = System.nanoTime() + FAR
                     return roundLength()
                 }
+                h.warmupOver()
                 return measured(System.nanoTime(), WarmupSummary.MODE_AUTO, rounds, roundLength(), quiet, alone)
             }
-            MEASURED -> {
-                phase = DONE
-                val during = compiledAtMeasure?.let { at -> JitQuiet.totalCompilationMillis()?.minus(at) } ?: -1
-                summary?.let { host?.warmedUp(it.copy(compileMillisMeasured = during)) }
-                return 0
+            TIMED -> {
+                val h = host!!
+                val moved = h.messagesMoved() - movedAtRoundStart
+                if (moved == 0L || alone) {
+                    // Nothing the peer waits for: the deadline alone ends the run.
+                    if (now - deadline >= 0) return finish()
+                    phase = MEASURED
+                    roundEnd = deadline
+                    return Long.MAX_VALUE
+                }
+                rounds++
+                val more = now - deadline < 0
+                val again = h.agreeOnRound(loop, rounds, more, dropLeftovers = false, measured = true) ?: more.also { alone = true }
+                if (!again) return finish()
+                movedAtRoundStart = h.messagesMoved()
+                roundEnd = System.nanoTime() + FAR
+                return WarmupSummary.ROUND
             }
+            MEASURED -> return finish()
             else -> return 0
         }
+    }
+
+    private fun finish(): Long {
+        phase = DONE
+        val during = compiledAtMeasure?.let { at -> JitQuiet.totalCompilationMillis()?.minus(at) } ?: -1
+        summary?.let { host?.warmedUp(it.copy(compileMillisMeasured = during)) }
+        return 0
     }
 
     private fun roundLength() = if (durationNanos != null) WarmupSummary.ROUND else minOf(iterations, WarmupSummary.ROUND).coerceAtLeast(1)
@@ -197,7 +243,17 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
         val start = System.nanoTime()
         if (durationNanos != null) {
             host?.planned(0, warmupIterations)
-            roundEnd = deadlineAfterNanos(durationNanos, start)
+            deadline = deadlineAfterNanos(durationNanos, start)
+            if (host != null && !alone && exchanges != false) {
+                // Messages move (or, without a warm-up, may): both sides run whole rounds, agreed
+                // after each, so that they make as many exchanges and neither waits for a message
+                // the other's deadline stopped (a timed ping-pong).
+                phase = TIMED
+                movedAtRoundStart = host.messagesMoved()
+                roundEnd = start + FAR
+                return WarmupSummary.ROUND
+            }
+            roundEnd = deadline
             return Long.MAX_VALUE
         }
         roundEnd = start + FAR
@@ -211,6 +267,7 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
         const val AUTO = 2
         const val MEASURED = 3
         const val DONE = 4
+        const val TIMED = 5
 
         /** A round's end that never comes: its count ends it (146 years, and nanoTime differences keep their sign). */
         const val FAR = Long.MAX_VALUE / 2
@@ -249,4 +306,35 @@ internal fun CommonScope.repeatLoop(durationNanos: Long?): RepeatLoop {
     val n = intParam(StandardParameters.ITERATIONS, 1000)
     if (n < 0) throw ScenarioException("parameter iterations must be 0 or more, not $n")
     return RepeatLoop(host, n.toLong(), null, warmup)
+}
+
+/**
+ * The loops of one side that warm up at the same time (one per QP under `forEachQp`): each that
+ * is done waits here until all are, so that every QP starts measuring at the same moment. A QP
+ * whose warm-up ended first would otherwise be measured alone, before the others, and the side's
+ * bandwidth would divide all QPs' bytes by the span of the last one. Both peers' loops agree on
+ * their rounds QP by QP, so a loop waiting here has no round its peer waits for.
+ */
+internal class WarmupGate {
+    private var warming = 0
+    private var open = kotlinx.coroutines.CompletableDeferred<Unit>()
+
+    @Synchronized
+    fun started() {
+        warming++
+    }
+
+    suspend fun over() {
+        val wait = synchronized(this) {
+            if (--warming <= 0) {
+                warming = 0
+                open.complete(Unit)
+                open = kotlinx.coroutines.CompletableDeferred()
+                return
+            }
+            open
+        }
+        // Bounded: a loop left by a jump out of its body never arrives.
+        kotlinx.coroutines.withTimeoutOrNull(WarmupSummary.LIMIT_NANOS / 1_000_000) { wait.await() }
+    }
 }

@@ -73,7 +73,8 @@ class PerftestTableSpec : FunSpec({
         sections = mapOf("rtt" to latency(1000, true)), connection = connection)
 
     // A WRITE stream's client: no section.
-    val stream = pingpong.copy(sections = emptyMap(), total = traffic(5000, 0, latency(5000, false)))
+    val stream = pingpong.copy(sections = emptyMap(), total = traffic(5000, 0, latency(5000, false)),
+        qps = listOf(traffic(5000, 0, latency(5000, false)).copy(qp = 0)))
 
     /** The lines after perftest's result block (its closing dashed line). */
     fun afterBlock(lines: List<String>): List<String> {

@@ -83,6 +83,15 @@ class FiguresSpec : FunSpec({
         }
     }
 
+    test("#iterations is per QP, as perftest's -n: -n 40 -q 2 says 40 on both sides") {
+        for (op in listOf("write", "send")) {
+            val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "256", "-n", "40", "-q", "2", "--set", "warmup=5", "--set", "op=$op")
+            result.statusCode shouldBe 0
+            iterations(result.stdout, "client") shouldBe 40
+            if (op == "send") iterations(result.stdout, "server") shouldBe 40
+        }
+    }
+
     test("a work request belongs to the phase it was posted in: the warm-up's, still in flight at its end, are left out") {
         for ((signal, qps) in listOf(1 to 1, 4 to 2)) {
             val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "4096", "-n", "500", "-q", "$qps", "--set", "warmup=100",

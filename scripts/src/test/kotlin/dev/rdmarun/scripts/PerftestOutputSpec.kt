@@ -80,6 +80,22 @@ class PerftestOutputSpec : FunSpec({
         perftestBw.single().getValue("addresses").jsonArray.map { it.jsonObject.text("side") } shouldContainExactly listOf("local", "remote")
     }
 
+    test("pingpong-lat -D: a timed ping-pong ends on both sides after as many exchanges, agreed round by round") {
+        for (warmup in listOf("0", "300")) {
+            val json = File(dir, "timed-$warmup.json")
+            val result = run(pingpong, "--loopback", "-d", "soft0", "-s", "64", "-D", "0.3", "--set", "warmup=$warmup", *cold, "--json", json.path)
+            withClue(result.stderr) { result.statusCode shouldBe 0 }
+            val runs = ResultsDocument.parse(json.readText()).runs
+            val client = runs.single { it.role == "client" }.end
+            val server = runs.single { it.role == "server" }.end
+            val exchanges = client.sections.getValue("rtt").count
+            (exchanges > 0 && exchanges % 1000 == 0L) shouldBe true // whole agreed rounds of 1000
+            client.total.messagesReceived shouldBe exchanges
+            server.total.messagesReceived shouldBe exchanges
+            server.total.operations shouldBe exchanges
+        }
+    }
+
     test("pingpong-lat: one latency block, the client's, one way, with perftest's fields and the JSON's figures; no bandwidth line") {
         val json = File(dir, "lat.json")
         val result = run(pingpong, "--loopback", "-d", "soft0", "-s", "64", "-n", "300", "--set", "warmup=0", *cold, "--json", json.path)
