@@ -52,7 +52,13 @@ class LatencyCurve(val name: String, val roundTrip: Boolean, val points: List<Pa
  * latency curves it decoded from the histograms: [curves] has one list per run of
  * [ResultsDocument.runs], in the same order.
  */
-class ReportInput(val name: String, val document: ResultsDocument, val curves: List<List<LatencyCurve>>)
+class ReportInput(override val name: String, val document: ResultsDocument, val curves: List<List<LatencyCurve>>) : ReportSource
+
+/** A file `rdma-run report` shows: rdma-run's results document ([ReportInput]) or perftest's `--out_json` ([PerftestInput]). */
+sealed interface ReportSource {
+    /** The file's name, which the page names its runs by. */
+    val name: String
+}
 
 /**
  * Reads a results document for `rdma-run report` and checks everything the report uses before it
@@ -94,7 +100,18 @@ object ResultsReader {
     private val JSON = Json { ignoreUnknownKeys = true }
 
     /** The document in [file], read within [MAX_FILE_BYTES]. */
-    fun read(file: File): ReportInput {
+    fun read(file: File): ReportInput = read(file.path, readBytes(file), file.name)
+
+    /** rdma-run's document or perftest's `--out_json` in [file], told apart by their shape. */
+    fun readAny(file: File): ReportSource = readAny(file.path, readBytes(file), file.name)
+
+    /** rdma-run's document or perftest's `--out_json` in [bytes], which came from [path], shown as [name]. */
+    fun readAny(path: String, bytes: ByteArray, name: String = File(path).name): ReportSource {
+        val root = parse(path, bytes)
+        return if (PerftestReader.looksLike(root)) PerftestReader.read(path, root as JsonObject, name) else read(path, root, name)
+    }
+
+    private fun readBytes(file: File): ByteArray {
         if (file.length() > MAX_FILE_BYTES) throw tooLarge(file.path)
         val bytes = try {
             file.inputStream().use { it.readNBytes(MAX_FILE_BYTES + 1) } // a file that grew since length() is cut here
@@ -102,14 +119,17 @@ object ResultsReader {
             throw ResultsFormatException("cannot read $file: ${e.message}")
         }
         if (bytes.size > MAX_FILE_BYTES) throw tooLarge(file.path)
-        return read(file.path, bytes, file.name)
+        return bytes
     }
 
     private fun tooLarge(path: String) =
         ResultsFormatException("$path is larger than ${MAX_FILE_BYTES shr 20} MiB, more than any results document of rdma-run")
 
     /** The document in [bytes], which came from [path] (named in sentences) and is shown as [name]. */
-    fun read(path: String, bytes: ByteArray, name: String = File(path).name): ReportInput {
+    fun read(path: String, bytes: ByteArray, name: String = File(path).name): ReportInput = read(path, parse(path, bytes), name)
+
+    /** [bytes] as UTF-8 JSON, or a sentence saying they are not. */
+    private fun parse(path: String, bytes: ByteArray): JsonElement {
         if (bytes.size > MAX_FILE_BYTES) throw tooLarge(path)
         val text = try {
             Charsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)
@@ -122,6 +142,10 @@ object ResultsReader {
         } catch (e: SerializationException) {
             throw ResultsFormatException("$path is not JSON: ${printable(e.message.orEmpty().lineSequence().first())}")
         }
+        return root
+    }
+
+    private fun read(path: String, root: JsonElement, name: String): ReportInput {
         if (root !is JsonObject) throw ResultsFormatException("$path is not a results document of rdma-run (--json writes them)")
         when (val schema = root["schema"]) {
             null -> throw ResultsFormatException("$path is not a results document of rdma-run: it has no \"schema\" (--json writes them)")

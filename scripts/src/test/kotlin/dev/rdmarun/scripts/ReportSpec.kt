@@ -5,7 +5,11 @@ import com.github.ajalt.clikt.testing.test
 import io.kotest.assertions.fail
 import io.kotest.assertions.withClue
 import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldContain
 import io.kotest.matchers.collections.shouldContainAll
+import io.kotest.matchers.collections.shouldNotContain
+import io.kotest.matchers.doubles.plusOrMinus
+import io.kotest.matchers.shouldNotBe
 import io.kotest.matchers.ints.shouldBeGreaterThanOrEqual
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
@@ -15,12 +19,17 @@ import java.awt.image.BufferedImage
 import java.io.ByteArrayInputStream
 import java.io.File
 import java.nio.file.Files
+import java.util.Locale
 import javax.imageio.ImageIO
 import javax.xml.parsers.DocumentBuilderFactory
+import kotlin.math.abs
 import kotlin.math.ceil
 import kotlin.math.floor
+import kotlin.math.ln
+import kotlin.math.log10
 import kotlin.math.max
 import kotlin.math.min
+import kotlin.math.pow
 import kotlinx.serialization.json.JsonObject
 import kotlinx.serialization.json.double
 import kotlinx.serialization.json.jsonArray
@@ -29,8 +38,10 @@ import kotlinx.serialization.json.jsonPrimitive
 import org.w3c.dom.Element
 
 /**
- * `rdma-run report`: from documents that real runs on soft0 wrote, one self-contained page whose
- * plots have their series; parsed as XML, so a page that is not well-formed fails here.
+ * `rdma-run report`: from documents that real runs on soft0 wrote, and perftest's `--out_json` files
+ * (fixtures written by hand from perftest's source: src/test/resources/.../perftest/README.md), one
+ * self-contained page whose plots have their series; parsed as XML, so a page that is not
+ * well-formed fails here.
  */
 class ReportSpec : FunSpec({
     val dir = Files.createTempDirectory("report-spec").toFile()
@@ -74,24 +85,54 @@ class ReportSpec : FunSpec({
         }
     }
 
-    /** Two documents from real runs, a timed one with intervals and a sweep, and `report`'s page of both; made once for the cases that read it. */
+    /** A perftest `--out_json` fixture (written by hand from perftest's source, see perftest/README.md), copied into [dir]. */
+    fun perftest(name: String): File = File(dir, name).apply {
+        writeText(ReportSpec::class.java.getResource("perftest/$name")!!.readText())
+    }
+
+    /** The page's elements of [tag] (XHTML or SVG), parsed as XML. */
+    fun elements(page: File, tag: String): List<Element> {
+        val doc = DocumentBuilderFactory.newInstance().apply { isNamespaceAware = true }.newDocumentBuilder().parse(page)
+        return listOf("http://www.w3.org/2000/svg", "http://www.w3.org/1999/xhtml").flatMap { ns ->
+            val list = doc.getElementsByTagNameNS(ns, tag)
+            (0 until list.length).map { list.item(it) as Element }
+        }
+    }
+
+    /** Within the svg of plot [id], the [kind] ("xtick" or "ytick") labels: value, label, position along the axis. */
+    fun ticks(page: File, id: String, kind: String): List<Triple<Double, String, Double>> =
+        elements(page, "svg").single { it.getAttribute("id") == id }.getElementsByTagNameNS("http://www.w3.org/2000/svg", "text").let { texts ->
+            (0 until texts.length).map { texts.item(it) as Element }.filter { it.getAttribute("class") == kind }.map {
+                Triple(it.getAttribute("data-value").toDouble(), it.textContent, it.getAttribute(if (kind == "xtick") "x" else "y").toDouble())
+            }
+        }
+
+    val timed by lazy {
+        File(dir, "timed.json").also {
+            run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "--interval", "0.2", "-s", "64", "--json", it.path).statusCode shouldBe 0
+        }
+    }
+
+    /**
+     * Two documents from real runs, a timed one with intervals and a sweep, perftest's files of a bandwidth test and a latency
+     * test at two sizes each, and `report`'s page of them all; made once for the cases that read it.
+     */
     val overlaid by lazy {
-        val timed = File(dir, "timed.json")
-        run(writes.path, "--loopback", "-d", "soft0", "-D", "1", "--interval", "0.2", "-s", "64", "--json", timed.path).statusCode shouldBe 0
         val sweep = File(dir, "sweep.json")
         run(pingpong.path, "--loopback", "-d", "soft0", "-a", "-n", "3", "--json", sweep.path).statusCode shouldBe 0
         val page = File(dir, "report.html")
-        page to run("report", timed.path, sweep.path, "-o", page.path)
+        val perftestFiles = listOf("write_bw_4096.json", "write_bw_65536_gbits.json", "send_lat_2.json", "send_lat_4096.json").map { perftest(it).path }
+        page to run("report", timed.path, sweep.path, *perftestFiles.toTypedArray(), "-o", page.path)
     }
 
     test("latency percentiles, bandwidth over time and a sweep, with their series; two documents overlaid") {
         val (page, result) = overlaid
         result.statusCode shouldBe 0
-        result.stdout shouldContain "wrote ${page.path} (48 runs from 2 files)" // 2 + 23 sizes x 2 sides
+        result.stdout shouldContain "wrote ${page.path} (52 runs from 6 files)" // 2 + 23 sizes x 2 sides + 4 perftest files
         val plots = plots(page)
         plots.keys shouldContainAll listOf("latency", "bandwidth-time", "sweep-bandwidth", "sweep-latency")
         plots.getValue("latency") shouldContainAll listOf("timed.json client work requests", "sweep.json client size=64 rtt (one way)")
-        plots.getValue("bandwidth-time") shouldContainAll listOf("timed.json client", "timed.json server")
+        plots.getValue("bandwidth-time") shouldContainAll listOf("timed.json client")
         plots.getValue("sweep-bandwidth") shouldContainAll listOf("sweep.json client", "sweep.json server")
         plots.getValue("sweep-latency").size shouldBeGreaterThanOrEqual 1
         val html = page.readText()
@@ -101,10 +142,154 @@ class ReportSpec : FunSpec({
         html shouldContain "<table>"
     }
 
+    test("latency on a log axis (1-2-5 labels), sweep sizes on a log2 axis labelled 2, 1K, 64K, 1M, the sweep latency log-log") {
+        val (page, _) = overlaid
+        ReportPage.sizeLabel(2.0) shouldBe "2"
+        ReportPage.sizeLabel(1024.0) shouldBe "1K"
+        ReportPage.sizeLabel(65536.0) shouldBe "64K"
+        ReportPage.sizeLabel((1 shl 20).toDouble()) shouldBe "1M"
+        /** Each label sits at its value's logarithm: equal ratios, equal distances; and the labels are 1-2-5 x a power of ten. */
+        fun logarithmic(ticks: List<Triple<Double, String, Double>>, base: Double) {
+            ticks.size shouldBeGreaterThanOrEqual 3
+            val (a, b) = ticks.first() to ticks.last()
+            val perUnit = (b.third - a.third) / (ln(b.first / a.first) / ln(base))
+            for (t in ticks) withClue(t) { t.third shouldBe (a.third + perUnit * ln(t.first / a.first) / ln(base) plusOrMinus 0.02) }
+        }
+        for (id in listOf("latency", "sweep-latency")) withClue(id) {
+            val y = ticks(page, id, "ytick")
+            logarithmic(y, 10.0)
+            for ((v, label, _) in y) withClue(label) {
+                (v / 10.0.pow(floor(log10(v) + 1e-9))).let { m -> listOf(1.0, 2.0, 5.0).any { abs(it - m) < 1e-6 } } shouldBe true
+                label.toDouble() shouldBe (v plusOrMinus v * 1e-6)
+            }
+        }
+        for (id in listOf("sweep-bandwidth", "sweep-latency")) withClue(id) {
+            val x = ticks(page, id, "xtick")
+            logarithmic(x, 2.0)
+            x.map { it.second } shouldContainAll listOf("1K", "64K", "1M")
+            for ((v, label, _) in x) withClue(label) { label shouldBe ReportPage.sizeLabel(v) }
+        }
+    }
+
+    test("one colour per run; the sections of a run, and runs beyond the palette, told apart by dashes and markers the legend shows") {
+        val (page, _) = overlaid
+        for (svg in elements(page, "svg").filter { it.getAttribute("class") == "plot" }) withClue(svg.getAttribute("id")) {
+            val lines = svg.getElementsByTagNameNS("http://www.w3.org/2000/svg", "polyline").let { l -> (0 until l.length).map { l.item(it) as Element } }
+            fun Element.style() = Triple(getAttribute("stroke"), getAttribute("stroke-dasharray"), getAttribute("data-marker"))
+            val styles = lines.associate { it.getAttribute("data-series") to it.style() }
+            styles.values.toSet().size shouldBe lines.size // each series its own look
+            val legends = svg.getElementsByTagNameNS("http://www.w3.org/2000/svg", "g").let { g -> (0 until g.length).map { g.item(it) as Element } }
+                .filter { it.getAttribute("class") == "legend" }
+            legends.size shouldBe lines.size
+            for (legend in legends) {
+                val sample = legend.getElementsByTagNameNS("http://www.w3.org/2000/svg", "line").item(0) as Element
+                val (stroke, dash, marker) = styles.getValue(legend.getAttribute("data-legend"))
+                sample.getAttribute("stroke") shouldBe stroke
+                sample.getAttribute("stroke-dasharray") shouldBe dash
+                if (marker.isNotEmpty()) legend.getElementsByTagNameNS("http://www.w3.org/2000/svg", "g").length shouldBe 1
+            }
+        }
+        val latency = elements(page, "polyline").associate { it.getAttribute("data-series") to it.getAttribute("stroke") }
+        latency.getValue("sweep.json client size=64 rtt (one way)") shouldBe latency.getValue("sweep.json client size=64 work requests")
+        latency.getValue("sweep.json client size=64 rtt (one way)") shouldNotBe latency.getValue("sweep.json server size=64 work requests")
+    }
+
+    test("all-zero series and the target of RDMA WRITEs are left out, and the page says which and why") {
+        val (page, _) = overlaid
+        plots(page).getValue("bandwidth-time") shouldNotContain "timed.json server"
+        elements(page, "p").single { it.getAttribute("id") == "bandwidth-time-omitted" }.textContent shouldBe
+            "Left out: timed.json server (the target of RDMA WRITEs: it moved no bytes itself and measured no latency)."
+        val zero = File(dir, "zero.json").apply { writeText(timed.readText().replace(Regex("\"bwMBps\": [0-9.eE+-]+"), "\"bwMBps\": 0.0")) }
+        val zeroPage = File(dir, "zero.html")
+        run("report", zero.path, "-o", zeroPage.path).statusCode shouldBe 0
+        plots(zeroPage).keys shouldNotContain "bandwidth-time"
+        elements(zeroPage, "p").single { it.getAttribute("id") == "bandwidth-time-omitted" }.textContent shouldBe
+            "Left out: zero.json server (the target of RDMA WRITEs: it moved no bytes itself and measured no latency); zero.json client (all zero)."
+    }
+
+    test("the summary table leads with each run's measured section: a ping-pong's round trip one way, not the work requests") {
+        val (page, _) = overlaid
+        val sweep = ResultsDocument.parse(File(dir, "sweep.json").readText())
+        val run = sweep.runs.single { it.role == "client" && it.label == "size=64" }
+        fun num(x: Double) = String.format(Locale.ROOT, "%.2f", x).removeSuffix(".00")
+        fun cell(row: Element, cls: String) = row.getElementsByTagNameNS("http://www.w3.org/1999/xhtml", "td").let { tds ->
+            (0 until tds.length).map { tds.item(it) as Element }.single { cls in it.getAttribute("class").split(' ') }.textContent
+        }
+        val rows = elements(page, "tr").associateBy { it.getAttribute("data-run") }
+        val client = rows.getValue("sweep.json client size=64")
+        val rtt = run.end.sections.getValue("rtt")
+        cell(client, "measured") shouldBe "rtt, one way"
+        cell(client, "typical") shouldBe num(rtt.p50Nanos / 2000.0)
+        cell(client, "p99") shouldBe num(rtt.p99Nanos / 2000.0)
+        // The launcher's table: the side that measured no section shows none.
+        cell(rows.getValue("sweep.json server size=64"), "typical") shouldBe "-"
+        cell(rows.getValue("sweep.json server size=64"), "measured") shouldBe "none on this side"
+        val bw = rows.getValue("timed.json client")
+        cell(bw, "measured") shouldBe "bandwidth (latency: work requests)"
+    }
+
+    test("perftest's --out_json files are read beside rdma-run's and overlaid: sweeps by size, latency percentiles as points, the table") {
+        val (page, _) = overlaid
+        val plots = plots(page)
+        plots.getValue("sweep-bandwidth") shouldContain "perftest RDMA_Write_BW_Test on mlx5_0"
+        plots.getValue("sweep-latency") shouldContain "perftest Send_Latency_Test on mlx5_0"
+        plots.getValue("latency") shouldContainAll listOf("send_lat_2.json Send_Latency_Test (one way)", "send_lat_4096.json Send_Latency_Test (one way)")
+        elements(page, "polyline").single { it.getAttribute("data-series") == "send_lat_2.json Send_Latency_Test (one way)" }.let {
+            it.getAttribute("data-marker") shouldBe "circle"
+            it.getAttribute("points").split(' ').size shouldBe 5 // min, typical, 99 %, 99.9 %, max
+        }
+        elements(page, "p").single { it.getAttribute("id") == "perftest-note" }.textContent shouldContain "hold no histogram"
+        val rows = elements(page, "tr").associateBy { it.getAttribute("data-run") }
+        fun cells(run: String) = rows.getValue(run).getElementsByTagNameNS("http://www.w3.org/1999/xhtml", "td").let { tds ->
+            (0 until tds.length).map { tds.item(it).textContent }
+        }
+        // Gb/sec (--report_gbits), told by MsgRate x MsgSize, shown in MB/s: 97.41 Gb/s.
+        cells("write_bw_65536_gbits.json RDMA_Write_BW_Test").let {
+            it[1] shouldBe "bandwidth (perftest)"
+            it[4] shouldBe String.format(Locale.ROOT, "%.2f", 97.41e9 / 8 / (1 shl 20))
+            it[7] shouldBe "mlx5_0"
+        }
+        cells("write_bw_4096.json RDMA_Write_BW_Test")[4] shouldBe "11198.23"
+        cells("send_lat_2.json Send_Latency_Test").let {
+            it[1] shouldBe "t_typical, one way (perftest)"
+            it[2] shouldBe "1.09"
+            it[3] shouldBe "1.52"
+        }
+    }
+
+    test("a perftest file with a bad field is refused with one sentence; its text is escaped in the page") {
+        val good = ReportSpec::class.java.getResource("perftest/send_lat_2.json")!!.readText()
+        fun refused(name: String, text: String, sentence: String) {
+            val f = File(dir, name).apply { writeText(text) }
+            run("report", f.path, "-o", File(dir, "$name.html").path).let {
+                it.statusCode shouldBe 1
+                it.stderr shouldBe "rdma-run report: ${f.path}: $sentence\n"
+            }
+        }
+        refused("typical.json", good.replace("\"t_typical\": 1.09", "\"t_typical\": \"fast\""),
+            "results.t_typical should be a finite number, not \"fast\"")
+        refused("order.json", good.replace("\"percentile_99\": 1.52", "\"percentile_99\": 0.5"),
+            "results.percentile_99 (0.5) is below t_typical (1.09)")
+        refused("size.json", good.replace("\"MsgSize\": 2", "\"MsgSize\": 0"), "results.MsgSize is 0; perftest writes 1 to 1099511627776")
+        refused("output.json", "{\"test_info\": {\"test\": \"Send_BW_Test\", \"Device\": \"mlx5_0\"}, \"results\": {\"bw_avg\": 11000.5}}",
+            "results holds only bw_avg (perftest's --output); run perftest without --output for a report")
+        val bw = ReportSpec::class.java.getResource("perftest/write_bw_4096.json")!!.readText()
+        refused("unit.json", bw.replace("\"BW_average\": 11198.23", "\"BW_average\": 700.0"),
+            "results.BW_average (700.0) does not agree with MsgRate (2.866747 Mpps) x MsgSize (4096) in MB/sec or in Gb/sec")
+        val hostile = File(dir, "hostile-perftest.json").apply { writeText(good.replace("\"Device\": \"mlx5_0\"", "\"Device\": \"<script>alert(1)</script>\"")) }
+        val page = File(dir, "hostile-perftest.html")
+        run("report", hostile.path, "-o", page.path).statusCode shouldBe 0
+        plots(page).getValue("latency").size shouldBe 1 // still well-formed
+        page.readText().let {
+            it shouldNotContain "<script>alert"
+            it shouldContain "&lt;script&gt;alert(1)&lt;/script&gt;"
+        }
+    }
+
     // Lines that overlap hide each other in the page as drawn (latency curves of a sweep lie close together), so each series
     // is also drawn alone, the others hidden, and its colour looked for in its own box. The screenshot of the whole page is
     // kept with the test results: target/surefire-reports/report-screenshot.png.
-    test("in headless Chromium each plot is laid out with its series, and each series is drawn in its colour (screenshot in target/surefire-reports)")
+    test("in headless Chromium each plot is laid out with its series, and each series is drawn in its colour (screenshots in target/surefire-reports)")
         .config(enabledOrReasonIf = { HeadlessChromium.enabledOrMissing() }) {
         val (page, _) = overlaid
         HeadlessChromium.start().use { chromium ->
@@ -113,6 +298,20 @@ class ReportSpec : FunSpec({
             val png = chromium.screenshot()
             File(System.getProperty("basedir", "."), "target/surefire-reports/report-screenshot.png").apply { parentFile.mkdirs() }.writeBytes(png)
             plots.associate { p -> p.id to p.series.map { it.name } } shouldBe plots(page) // the DOM Chromium built is the page's
+            // A screenshot of each plot type, kept for a person to look at: report-latency.png, report-sweep-bandwidth.png...
+            plots.map { it.id } shouldContainAll listOf("latency", "bandwidth-time", "sweep-bandwidth", "sweep-latency")
+            for (plot in plots) {
+                val b = plot.box
+                val shot = chromium.screenshot(b.left, b.top, b.right - b.left, b.bottom - b.top)
+                File(System.getProperty("basedir", "."), "target/surefire-reports/report-${plot.id}.png").writeBytes(shot)
+                val image = ImageIO.read(ByteArrayInputStream(shot))
+                withClue("${plot.id}'s screenshot") {
+                    image.width shouldBe b.right - b.left
+                    // The series drawn last is on top of the others in the picture (each is checked alone below).
+                    pixelsNear(image, plot.series.last().stroke) shouldBeGreaterThanOrEqual 10
+                }
+            }
+            plots.single { it.id == "sweep-bandwidth" }.series.map { it.name } shouldContain "perftest RDMA_Write_BW_Test on mlx5_0"
             val whole = ImageIO.read(ByteArrayInputStream(png))
             for (plot in plots) withClue(plot.id) {
                 plot.box.width shouldBe 760.0
