@@ -122,6 +122,15 @@ interface CommonScope {
  *
  * The parameter `warmup` chooses: `auto` (default) as above; `0` for none, the cold figure on
  * purpose; `N` for exactly N warm-up iterations, with no agreement and no watch on the JIT.
+ * The loops of one side that warm up at the same time (one per QP under `forEachQp`) start
+ * measuring together: a loop whose warm-up ended first waits for the others, so every QP is
+ * measured over the same span.
+ *
+ * **Timed runs** (`seconds`, or [runFor]): a loop whose QP sends or takes messages runs whole
+ * rounds of 1000 iterations, agreed with the peer's partner loop after each (either side's
+ * time not yet over means one more round), so both sides make as many exchanges and neither
+ * waits for a message the other's deadline stopped; it can run up to one round past its time.
+ * A loop of one-sided operations stops at its time.
  *
  * Inline, so the loop body is part of the caller's coroutine: nothing is allocated per iteration,
  * and warm-up and measurement run the same compiled loop. `repeat(n) { }` is Kotlin's: a loop of
