@@ -124,6 +124,9 @@ def parse(lines):
 
 
 def main(argv):
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
     get = None
     if argv[:1] == ["--get"]:
         if len(argv) < 2 or "." not in argv[1]:
@@ -134,8 +137,12 @@ def main(argv):
     lines = []
     if argv:
         for name in argv:
-            with open(name, encoding="utf-8", errors="replace") as f:
-                lines.extend(f.readlines())
+            try:
+                with open(name, encoding="utf-8", errors="replace") as f:
+                    lines.extend(f.readlines())
+            except OSError as e:
+                print(f"perftest_parse.py: cannot read {name}: {e.strerror}", file=sys.stderr)
+                return 2
     else:
         lines = sys.stdin.readlines()
     parsed = parse(lines)

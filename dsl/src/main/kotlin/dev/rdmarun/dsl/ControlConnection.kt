@@ -540,7 +540,7 @@ internal class ControlConnection private constructor(
                             } else {
                                 val say = !dropped && e is PeerException && e.worthNoting && synchronized(lock) { notes++ < MAX_REFUSAL_NOTES }
                                 stray(c, if (dropped) "${c.peerLabel} was still in its hello when the server closed it" else e.message)
-                                if (say) note("refused ${printable(e.message.orEmpty())}; still waiting for the client")
+                                if (say) note("refused a connection (${printable(e.message.orEmpty())}); still waiting for the client")
                             }
                         }
                     }

@@ -94,8 +94,8 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     // ---- role and parameters ----
 
     private fun role(): Role = session?.role ?: connectedRole ?: options.peer?.role ?: PLACEHOLDER_PEER.role.takeIf { checkOnly }
-        ?: throw ScenarioException("the role is known once connect(peer) ran, or when the launcher gives the peer (--listen, --peer); " +
-            "use server { } and client { } after connect")
+        ?: throw ScenarioException("the scenario asks whether it is the server or the client (isServer, isClient) but no peer was given: " +
+            "run it with rdma-run --listen, --peer or --loopback, or pass RdmaOptions(peer = ...)")
 
     override val isServer: Boolean get() = role() == Role.SERVER
     override val isClient: Boolean get() = role() == Role.CLIENT

@@ -238,7 +238,7 @@ class ControlSecuritySpec : FunSpec({
             failures[6].shouldBeNull() // a hello where the intro was due: closed without a word
             // The wrong secret is said at once; the port scan, the 6 above and the silent one, counted in one escaped line.
             served.notes.size shouldBe 2
-            served.notes[0] shouldBe "refused the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN; still waiting for the client"
+            served.notes[0] shouldBe "refused a connection (the tokens differ: give both sides the same --token or RDMA_RUN_TOKEN); still waiting for the client"
             served.notes[1] shouldStartWith "closed 9 stray connections that did not complete the hello (the last: "
             served.notes[1] shouldContain "; the client at 127.0.0.1:"
         }
@@ -259,8 +259,8 @@ class ControlSecuritySpec : FunSpec({
             }
             served.body.exceptionOrNull()!!.message shouldBe
                 "the server at 127.0.0.1:${served.port} refused the connection: the server runs a different scenario: the shared settings differ"
-            served.notes.first() shouldStartWith "refused the client at 127.0.0.1:"
-            served.notes.first() shouldContain "runs a different scenario: the shared settings differ; still waiting for the client"
+            served.notes.first() shouldStartWith "refused a connection (the client at 127.0.0.1:"
+            served.notes.first() shouldContain "runs a different scenario: the shared settings differ); still waiting for the client"
             served.accepted.exceptionOrNull()!!.message shouldContain "within 1s; closed 1 stray connection that did not complete the hello (the last: the client at 127.0.0.1:"
         }
 

@@ -461,10 +461,11 @@ class PlanSpec : FunSpec({
             }
         }
 
-        test("without a peer, the role before connect is a ScenarioException") {
-            shouldThrow<ScenarioException> { realRun(RdmaOptions()) { isServer } }.message shouldStartWith
-                "the role is known once connect(peer) ran, or when the launcher gives the peer (--listen, --peer)"
-            shouldThrow<ScenarioException> { realRun(RdmaOptions()) { client { } } }.message shouldStartWith "the role is known once"
+        test("without a peer, the role is a ScenarioException that says how to give one") {
+            shouldThrow<ScenarioException> { realRun(RdmaOptions()) { isServer } }.message shouldBe
+                "the scenario asks whether it is the server or the client (isServer, isClient) but no peer was given: " +
+                "run it with rdma-run --listen, --peer or --loopback, or pass RdmaOptions(peer = ...)"
+            shouldThrow<ScenarioException> { realRun(RdmaOptions()) { client { } } }.message shouldStartWith "the scenario asks whether it is the server"
         }
     }
 
