@@ -279,9 +279,10 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     }
 
     override suspend fun <T> measure(name: String, block: suspend () -> T): T {
+        val b0 = engine.stats().bytesPosted()
         val t0 = System.nanoTime()
         val result = block()
-        counters.recordSection(name, System.nanoTime() - t0, roundTrip = false)
+        counters.recordSection(name, System.nanoTime() - t0, roundTrip = false, bytes = engine.stats().bytesPosted() - b0)
         return result
     }
 
@@ -340,9 +341,10 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     }
 
     override suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T {
+        val b0 = engine.stats().bytesPosted()
         val t0 = System.nanoTime()
         val result = block()
-        counters.recordSection(name, System.nanoTime() - t0, roundTrip = true)
+        counters.recordSection(name, System.nanoTime() - t0, roundTrip = true, bytes = engine.stats().bytesPosted() - b0)
         return result
     }
 

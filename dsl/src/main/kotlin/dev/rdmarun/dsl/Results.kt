@@ -25,6 +25,12 @@ data class LatencySummary(
     val roundTrip: Boolean = false,
     /** HdrHistogram's compressed V2 encoding of the recorded values (nanoseconds), base64: `--histogram`, reports. */
     val histogram: String? = null,
+    /**
+     * A section's: the bytes of the work requests this side posted inside it, per sample (rounded
+     * down; a ping-pong's message size), perftest's `#bytes` of its latency block; null for the
+     * work requests' latency, and in documents written before it.
+     */
+    val bytesPerSample: Long? = null,
 ) {
     companion object {
         fun of(h: Histogram): LatencySummary? = if (h.totalCount == 0L) null else LatencySummary(
@@ -302,7 +308,7 @@ data class ScenarioResult(
         }
         val (_, l) = leadingSection ?: return null
         val d = if (l.roundTrip) 2000.0 else 1000.0
-        return PerftestFormat.latencyRow(averageMessageSize, l.count, l.minNanos / d, l.maxNanos / d, l.p50Nanos / d,
+        return PerftestFormat.latencyRow(l.bytesPerSample ?: averageMessageSize, l.count, l.minNanos / d, l.maxNanos / d, l.p50Nanos / d,
             l.meanNanos / d, l.stdevNanos / d, l.p99Nanos / d, l.p999Nanos / d)
     }
 
@@ -365,7 +371,7 @@ data class ScenarioResult(
     /** [ownLatencyRows] with their labels (`rtt RTT`, `work requests`). */
     fun ownLatencies(): List<Pair<String, String>> = buildList {
         val lead = if (latencyTest) leadingSection?.first else null
-        fun row(label: String, l: LatencySummary, d: Double) = add(label to String.format(Locale.ROOT, OWN_LAT_ROW, label, averageMessageSize, l.count,
+        fun row(label: String, l: LatencySummary, d: Double) = add(label to String.format(Locale.ROOT, OWN_LAT_ROW, label, l.bytesPerSample ?: averageMessageSize, l.count,
             fixed(l.minNanos / d / 1000, 2), fixed(l.maxNanos / d / 1000, 2), fixed(l.p50Nanos / d / 1000, 2),
             fixed(l.meanNanos / d / 1000, 2), fixed(l.stdevNanos / d / 1000, 2), fixed(l.p99Nanos / d / 1000, 2),
             fixed(l.p999Nanos / d / 1000, 2)))
@@ -414,12 +420,16 @@ internal class QpCounters(private val stats: QpStats? = null) {
     fun measureFromHere() {
         sections.clear()
         roundTrips.clear()
+        sectionBytes.clear()
     }
+
+    /** Bytes the work requests posted inside each section (all its samples). */
+    val sectionBytes = HashMap<String, Long>()
 
     /** Sections recorded with measureRoundTrip: reported one way. */
     val roundTrips = HashSet<String>()
 
-    fun recordSection(name: String, nanos: Long, roundTrip: Boolean) {
+    fun recordSection(name: String, nanos: Long, roundTrip: Boolean, bytes: Long = 0) {
         val h = sections[name] ?: Histogram(3).also {
             sections[name] = it
             if (roundTrip) roundTrips += name
@@ -428,6 +438,7 @@ internal class QpCounters(private val stats: QpStats? = null) {
             throw ScenarioException("section $name is measured both with measure and with measureRoundTrip: give them different names")
         }
         h.recordValue(nanos.coerceAtLeast(0))
+        sectionBytes.merge(name, bytes, Long::plus)
     }
 
     private class Totals {
@@ -470,11 +481,13 @@ internal class QpCounters(private val stats: QpStats? = null) {
             val total = Totals()
             val sections = HashMap<String, Histogram>()
             val roundTrips = HashSet<String>()
+            val bytes = HashMap<String, Long>()
             val each = perQp.mapIndexed { i, c ->
                 val t = Totals()
                 c.stats?.let { t.add(it); total.add(it) }
                 for ((name, h) in c.sections) sections.getOrPut(name) { Histogram(3) }.add(h)
                 roundTrips += c.roundTrips
+                c.sectionBytes.forEach { (name, b) -> bytes.merge(name, b, Long::plus) }
                 t.toResult(i, seconds)
             }
             return ScenarioResult(
@@ -483,7 +496,9 @@ internal class QpCounters(private val stats: QpStats? = null) {
                 durationNanos = durationNanos,
                 qps = each,
                 total = total.toResult(null, seconds),
-                sections = sections.mapNotNull { (k, h) -> LatencySummary.of(h)?.let { k to it.copy(roundTrip = k in roundTrips) } }.toMap(),
+                sections = sections.mapNotNull { (k, h) ->
+                    LatencySummary.of(h)?.let { k to it.copy(roundTrip = k in roundTrips, bytesPerSample = (bytes[k] ?: 0) / it.count) }
+                }.toMap(),
             )
         }
     }

@@ -321,6 +321,7 @@ object ResultsReader {
         fun checkLatency(at: Field, l: LatencySummary) {
             if (l.count < 1) refuse(at.child("count"), "is ${l.count}; a latency holds at least one value")
             notNegative(at, "minNanos" to l.minNanos, "meanNanos" to l.meanNanos, "stdevNanos" to l.stdevNanos)
+            l.bytesPerSample?.let { notNegative(at, "bytesPerSample" to it) }
             val ordered = listOf("minNanos" to l.minNanos, "p50Nanos" to l.p50Nanos, "p90Nanos" to l.p90Nanos, "p99Nanos" to l.p99Nanos,
                 "p999Nanos" to l.p999Nanos, "maxNanos" to l.maxNanos)
             for ((low, high) in ordered.zipWithNext()) {

@@ -83,6 +83,33 @@ class FiguresSpec : FunSpec({
         }
     }
 
+    test("the latency block's #bytes is what the measured section posted per sample, not the run's average") {
+        // A 64-byte ping-pong timed, then untimed 8 KiB WRITEs and READs on the same QP.
+        val mixed = script("mixed.main.kts", """
+            import dev.rdmarun.dsl.*
+            rdma {
+                bufferSize(8192)
+                if (isServer) remoteAccess(RemoteAccess.WRITE, RemoteAccess.READ)
+                connect(peer)
+                qp(0) {
+                    client {
+                        repeat { measureRoundTrip("pp") { send(64); receive(copyPayload = false) } }
+                        kotlin.repeat(20) { write(); read(); awaitAll() }
+                    }
+                    server { repeat { receive(copyPayload = false); send(64) } }
+                }
+            }
+        """.trimIndent())
+        val json = File(dir, "mixed.json")
+        val result = run(mixed.path, "--loopback", "-d", "soft0", "-n", "50", "--set", "warmup=0", "--set", "preflight=0", "--json", json.path)
+        withClue(result.stderr) { result.statusCode shouldBe 0 }
+        val client = result.stdout.substringAfter("client on soft0:").lines()
+        val header = client.indexOfFirst { it.startsWith(" #bytes #iterations    t_min") }
+        client[header + 1].trim().split(Regex("\\s+")).take(2) shouldContainExactly listOf("64", "50")
+        client.single { it.startsWith(" pp RTT") }.trim().split(Regex("\\s+"))[2] shouldBe "64"
+        ResultsDocument.parse(json.readText()).runs.single { it.role == "client" }.end.sections.getValue("pp").bytesPerSample shouldBe 64L
+    }
+
     test("#iterations is per QP, as perftest's -n: -n 40 -q 2 says 40 on both sides") {
         for (op in listOf("write", "send")) {
             val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "256", "-n", "40", "-q", "2", "--set", "warmup=5", "--set", "op=$op")

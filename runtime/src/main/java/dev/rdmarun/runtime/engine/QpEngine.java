@@ -401,6 +401,7 @@ public final class QpEngine {
             }
         }
         stats.posted++;
+        stats.bytesPosted += bytes;
         if (signaled) lastSignaled = seq;
         if (kind.consumesPeerReceive()) stats.messagesSent++;
         // Work requests nobody awaits are forgotten once the ring wraps.

@@ -15,6 +15,7 @@ import org.HdrHistogram.Histogram;
  */
 public final class QpStats {
     long posted;
+    long bytesPosted;
     long operations;
     long bytesSent;
     long bytesReceived;
@@ -44,6 +45,14 @@ public final class QpStats {
     /** Work requests posted by the user. */
     public long posted() {
         return posted;
+    }
+
+    /**
+     * Bytes of the work requests posted by the user (each one's length: a SEND's or WRITE's
+     * payload, a READ's data, an atomic's 8), warm-up included: what a measured section posted.
+     */
+    public long bytesPosted() {
+        return bytesPosted;
     }
 
     /** Work requests of the user completed, warm-up included. */
