@@ -319,14 +319,42 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     override fun nextLoop(): Int = ++loops
     override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean) =
         session.agreeOnRound(index, loop, round, more, dropLeftovers, measured)
-    override fun startMeasuring() = measureFromHere()
-    override fun warmupStarted() = session.warmupGate.started()
+    override fun startMeasuring(): Boolean {
+        val lost = measuredBeforeWarmup
+        measureFromHere()
+        measuredLoops = 0
+        measuredBeforeWarmup = false
+        return lost
+    }
+
+    /** Whether something measured (a section, a loop's measured run) preceded the current warm-up. */
+    private var measuredBeforeWarmup = false
+
+    /** Loops whose measured run ended since the last warm-up: a warm-up's end leaves their figures out. */
+    private var measuredLoops = 0
+    override fun warmupStarted() {
+        noteWarmupStart()
+        session.warmupGate.started()
+    }
+
+    /** A warm-up of this QP or of the scenario's block starts: what was measured so far is at stake. */
+    fun noteWarmupStart() {
+        measuredBeforeWarmup = counters.sections.isNotEmpty() || measuredLoops > 0
+    }
     override suspend fun warmupOver() = session.warmupGate.over()
     override fun planned(iterations: Long, warmupIterations: Long) {
         rounds.done -= warmupIterations
         rounds.planned += iterations
     }
-    override fun warmedUp(summary: WarmupSummary) = session.warmedUp(summary)
+    override fun warmedUp(summary: WarmupSummary) {
+        loopMeasured()
+        session.warmedUp(summary)
+    }
+
+    /** A loop of this QP, or of the scenario's block, ended its measured run. */
+    fun loopMeasured() {
+        measuredLoops++
+    }
 
     override fun roundDone() {
         rounds.done++

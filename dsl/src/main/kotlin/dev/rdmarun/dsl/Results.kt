@@ -391,11 +391,17 @@ data class ScenarioResult(
     fun notes(): List<String> =
         listOfNotNull(preflight?.let { "${it.describe()} (before connecting; in no figure)" }) + warmupLines()
 
-    /** The warm-up lines of [table]: one per loop, or one and a count when several QPs' loops did the same. */
+    /**
+     * The warm-up lines of [table]: one per loop, or one and a count when several QPs' loops did
+     * the same; a warm-up that left out something measured always has its line.
+     */
     fun warmupLines(): List<String> {
         if (warmup.size <= 2) return warmup.map { it.describe() }
         val first = warmup.first()
-        return listOf(first.describe(), "... and ${warmup.size - 1} more loops (the JSON has each)")
+        val lost = warmup.drop(1).filter { it.leftOutMeasured }
+        val rest = warmup.size - 1 - lost.size
+        return listOf(first.describe()) + lost.map { it.describe() } +
+            listOfNotNull(if (rest > 0) "... and $rest more loops (the JSON has each)" else null)
     }
 }
 

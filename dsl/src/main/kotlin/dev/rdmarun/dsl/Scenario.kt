@@ -120,11 +120,16 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun nextLoop(): Int = ++loops
     override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean) =
         session.let { s -> if (s == null) more else s.agreeOnRound(null, loop, round, more, dropLeftovers, measured) }
-    override fun startMeasuring() {
-        if (session != null) measureFromHere()
+    override fun startMeasuring(): Boolean {
+        val s = session ?: return false
+        // Each QP says whether it loses something measured; every one of them is asked.
+        return s.drivers.map { it.startMeasuring() }.any { it }
     }
     override fun warmupStarted() {
-        session?.warmupGate?.started()
+        session?.let { s ->
+            s.drivers.forEach { it.noteWarmupStart() }
+            s.warmupGate.started()
+        }
     }
     override suspend fun warmupOver() {
         session?.warmupGate?.over()
@@ -136,7 +141,10 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         }
     }
     override fun warmedUp(summary: WarmupSummary) {
-        session?.warmedUp(summary)
+        session?.let { s ->
+            s.drivers.forEach { it.loopMeasured() }
+            s.warmedUp(summary)
+        }
     }
 
     override fun measureFromHere() = drivers("measureFromHere()").forEach { it.measureFromHere() }
@@ -166,6 +174,19 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun sharedCq() = setting("sharedCq()") { it.copy(cqMode = CqMode.SHARED) }
     override fun perQpCq() = setting("perQpCq()") { it.copy(cqMode = CqMode.PER_QP) }
     override fun bufferSize(bytes: Int) = setting("bufferSize($bytes)") { bufferSizeSet = true; it.copy(bufferSize = bytes) }
+
+    /**
+     * As [CommonScope.sizeParam]; the script's default for `size` is also the buffer size of a
+     * script that calls no bufferSize(n), as `-s` would be (README: the script's numbers are the
+     * defaults), unless `-s`/`--set size` gives one.
+     */
+    override fun sizeParam(name: String, default: Int): Int {
+        val size = super.sizeParam(name, default)
+        if (name == StandardParameters.SIZE && !connectCalled && !bufferSizeSet && options.parameters[name] == null) {
+            settings = settings.copy(bufferSize = size)
+        }
+        return size
+    }
     override fun bufferCount(n: Int) = setting("bufferCount($n)") { it.copy(bufferCount = n) }
     override fun sendDepth(n: Int) = setting("sendDepth($n)") { it.copy(sendDepth = n) }
     override fun recvDepth(n: Int) = setting("recvDepth($n)") { it.copy(recvDepth = n) }

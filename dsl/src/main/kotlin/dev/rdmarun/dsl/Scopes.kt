@@ -94,6 +94,8 @@ interface CommonScope {
     /**
      * [param] as a size in bytes: a whole number, or one with a suffix K, M or G (KiB, MiB, GiB:
      * powers of 1024), as the launcher's `-s 4K` gives it; anything else is an error that names the parameter.
+     * In the scenario's block before connect, `sizeParam("size", n)` also makes n the buffer size
+     * when the script calls no bufferSize(n) and `-s` gives none.
      */
     fun sizeParam(name: String, default: Int): Int =
         param(name, default.toString()).let {

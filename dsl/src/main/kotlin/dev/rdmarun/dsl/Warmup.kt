@@ -26,6 +26,8 @@ data class WarmupSummary(
     val compileMillisMeasured: Long = -1,
     /** Auto only: the peer answered this loop's messages without a partner loop, so the rounds were not agreed. */
     val alone: Boolean = false,
+    /** Its end left out what this scope had measured before it (a section, an earlier loop's measured run). */
+    val leftOutMeasured: Boolean = false,
     /**
      * The JVM's uptime when the measured iterations began, in milliseconds: the time from start to
      * steady state (JVM start, script, connect and its pre-flight, this warm-up); -1 when unknown.
@@ -45,9 +47,11 @@ data class WarmupSummary(
             }
         }
         val unpaired = if (alone) " (the peer answered without a repeat { } of its own: rounds not agreed)" else ""
+        val lost = if (leftOutMeasured) "; its end left out what ${if (qp == null) "this side" else "QP $qp"} had measured before it " +
+            "(a section or an earlier loop: the figures are this loop's; measure in one loop, or give --set warmup=0)" else ""
         val during = if (compileMillisMeasured >= 0) "; the JIT compiled for $compileMillisMeasured ms during the measurement" else ""
         val since = if (jvmUptimeMillis >= 0) String.format(Locale.ROOT, "; measured from %.1f s after the JVM started", jvmUptimeMillis / 1e3) else ""
-        return "warm-up$where: $what$unpaired$since$during"
+        return "warm-up$where: $what$unpaired$since$during$lost"
     }
 
     private fun seconds() = String.format(Locale.ROOT, "%.1f s", nanos / 1e9)
@@ -93,7 +97,12 @@ internal interface LoopHost {
      */
     suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean = false): Boolean?
 
-    fun startMeasuring()
+    /**
+     * The warm-up is over: what this scope did so far is left out of the figures. Returns whether
+     * that left out something measured (a section, or an earlier loop's measured run), which the
+     * results then say.
+     */
+    fun startMeasuring(): Boolean
 
     /** This loop warms up now: the side's other warming loops wait for it before they measure. */
     fun warmupStarted()
@@ -235,8 +244,8 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
     private fun measured(now: Long, mode: String, rounds: Int, perRound: Long, quiet: Boolean, alone: Boolean = false): Long {
         phase = MEASURED
         if (host != null) {
-            if (mode != WarmupSummary.MODE_NONE) host.startMeasuring()
-            summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet, alone = alone,
+            val lost = mode != WarmupSummary.MODE_NONE && host.startMeasuring()
+            summary = WarmupSummary(host.loopQp, mode, rounds, perRound, now - startedAt, quiet, alone = alone, leftOutMeasured = lost,
                 jvmUptimeMillis = ManagementFactory.getRuntimeMXBean().uptime)
         }
         compiledAtMeasure = JitQuiet.totalCompilationMillis()

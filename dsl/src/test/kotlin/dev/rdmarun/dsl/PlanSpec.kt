@@ -90,6 +90,15 @@ class PlanSpec : FunSpec({
             result.total.bytesSent shouldBe 0
         }
 
+        test("sizeParam(\"size\", n): n is the buffer size of a script without bufferSize(n), unless -s gives one") {
+            checkRun { sizeParam("size", 256); connect(peer) }.first.single().settings.bufferSize shouldBe 256
+            checkRun(RdmaOptions(peer = peer, parameters = mapOf("size" to "1K"))) { sizeParam("size", 256); connect(peer) }
+                .first.single().settings.bufferSize shouldBe 1024
+            checkRun { sizeParam("size", 256); bufferSize(100); connect(peer) }.first.single().settings.bufferSize shouldBe 100
+            checkRun { bufferSize(100); sizeParam("size", 256); connect(peer) }.first.single().settings.bufferSize shouldBe 100
+            checkRun { sizeParam("other", 256); connect(peer) }.first.single().settings.bufferSize shouldBe ScenarioSettings().bufferSize
+        }
+
         test("touches no device: a device that does not exist here is only named in the plan and the result") {
             val (plans, result) = checkRun(RdmaOptions(peer = peer, overrides = SettingsOverrides(device = "mlx5_9"))) { connect(peer) }
             plans.single().settings.device shouldBe "mlx5_9"

@@ -21,8 +21,9 @@ class WarmupGateSpec : FunSpec({
         override fun messagesTaken() = 0L
         override fun nextLoop() = 1
         override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean): Boolean? = more
-        override fun startMeasuring() {
+        override fun startMeasuring(): Boolean {
             events += "$name measures"
+            return false
         }
         override fun warmupStarted() = gate.started()
         override suspend fun warmupOver() = gate.over()

@@ -110,6 +110,30 @@ class FiguresSpec : FunSpec({
         ResultsDocument.parse(json.readText()).runs.single { it.role == "client" }.end.sections.getValue("pp").bytesPerSample shouldBe 64L
     }
 
+    test("a second loop's warm-up that leaves out what an earlier loop measured says so, in the table and the JSON") {
+        val twoLoops = script("two-loops.main.kts", """
+            import dev.rdmarun.dsl.*
+            rdma {
+                if (isServer) remoteAccess(RemoteAccess.WRITE)
+                connect(peer)
+                qp(0) {
+                    client {
+                        repeat { measureRoundTrip("rt") { send(8); receive(copyPayload = false) } }
+                        repeat { write(); awaitCompletion() }
+                    }
+                    server { repeat { receive(copyPayload = false); send(8) } }
+                }
+            }
+        """.trimIndent())
+        val json = File(dir, "two-loops.json")
+        val result = run(twoLoops.path, "--loopback", "-d", "soft0", "-n", "30", "--set", "warmup=5", "--set", "preflight=0", "--json", json.path)
+        withClue(result.stderr) { result.statusCode shouldBe 0 }
+        val runs = ResultsDocument.parse(json.readText()).runs
+        runs.single { it.role == "client" }.end.warmup.map { it.leftOutMeasured } shouldContainExactly listOf(false, true)
+        runs.single { it.role == "server" }.end.warmup.map { it.leftOutMeasured } shouldContainExactly listOf(false)
+        result.stdout.substringAfter("client on soft0:") shouldContain "its end left out what QP 0 had measured before it"
+    }
+
     test("#iterations is per QP, as perftest's -n: -n 40 -q 2 says 40 on both sides") {
         for (op in listOf("write", "send")) {
             val result = run(stream.path, "--loopback", "-d", "soft0", "-s", "256", "-n", "40", "-q", "2", "--set", "warmup=5", "--set", "op=$op")
