@@ -278,11 +278,14 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         return Message(index, length, imm, bytes)
     }
 
-    override suspend fun <T> measure(name: String, block: suspend () -> T): T {
+    override suspend fun <T> measure(name: String, block: suspend () -> T): T = section(name, roundTrip = false, block)
+
+    /** Times [block] as section [name], with the bytes the work requests posted inside it. */
+    private suspend inline fun <T> section(name: String, roundTrip: Boolean, block: suspend () -> T): T {
         val b0 = engine.stats().bytesPosted()
         val t0 = System.nanoTime()
         val result = block()
-        counters.recordSection(name, System.nanoTime() - t0, roundTrip = false, bytes = engine.stats().bytesPosted() - b0)
+        counters.recordSection(name, System.nanoTime() - t0, roundTrip, bytes = engine.stats().bytesPosted() - b0)
         return result
     }
 
@@ -322,7 +325,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     override fun startMeasuring(): Boolean {
         val lost = measuredBeforeWarmup
         measureFromHere()
-        measuredLoops = 0
+        measuredRunEnded = false
         measuredBeforeWarmup = false
         return lost
     }
@@ -330,8 +333,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     /** Whether something measured (a section, a loop's measured run) preceded the current warm-up. */
     private var measuredBeforeWarmup = false
 
-    /** Loops whose measured run ended since the last warm-up: a warm-up's end leaves their figures out. */
-    private var measuredLoops = 0
+    /** A loop's measured run ended since the last warm-up: a warm-up's end leaves its figures out. */
+    private var measuredRunEnded = false
     override fun warmupStarted() {
         noteWarmupStart()
         session.warmupGate.started()
@@ -339,7 +342,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
 
     /** A warm-up of this QP or of the scenario's block starts: what was measured so far is at stake. */
     fun noteWarmupStart() {
-        measuredBeforeWarmup = counters.sections.isNotEmpty() || measuredLoops > 0
+        measuredBeforeWarmup = counters.sections.isNotEmpty() || measuredRunEnded
     }
     override suspend fun warmupOver() = session.warmupGate.over()
     override fun planned(iterations: Long, warmupIterations: Long) {
@@ -353,7 +356,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
 
     /** A loop of this QP, or of the scenario's block, ended its measured run. */
     fun loopMeasured() {
-        measuredLoops++
+        measuredRunEnded = true
     }
 
     override fun roundDone() {
@@ -368,13 +371,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         session.measuredFrom(now)
     }
 
-    override suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T {
-        val b0 = engine.stats().bytesPosted()
-        val t0 = System.nanoTime()
-        val result = block()
-        counters.recordSection(name, System.nanoTime() - t0, roundTrip = true, bytes = engine.stats().bytesPosted() - b0)
-        return result
-    }
+    override suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T = section(name, roundTrip = true, block)
 
     // ---- parking and waking ----
 

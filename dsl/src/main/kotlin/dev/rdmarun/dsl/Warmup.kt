@@ -2,6 +2,8 @@ package dev.rdmarun.dsl
 
 import java.lang.management.ManagementFactory
 import java.util.Locale
+import kotlinx.coroutines.CompletableDeferred
+import kotlinx.coroutines.withTimeoutOrNull
 import kotlinx.serialization.Serializable
 
 /**
@@ -326,7 +328,7 @@ internal fun CommonScope.repeatLoop(durationNanos: Long?): RepeatLoop {
  */
 internal class WarmupGate {
     private var warming = 0
-    private var open = kotlinx.coroutines.CompletableDeferred<Unit>()
+    private var open = CompletableDeferred<Unit>()
 
     @Synchronized
     fun started() {
@@ -338,12 +340,12 @@ internal class WarmupGate {
             if (--warming <= 0) {
                 warming = 0
                 open.complete(Unit)
-                open = kotlinx.coroutines.CompletableDeferred()
+                open = CompletableDeferred()
                 return
             }
             open
         }
         // Bounded: a loop left by a jump out of its body never arrives.
-        kotlinx.coroutines.withTimeoutOrNull(WarmupSummary.LIMIT_NANOS / 1_000_000) { wait.await() }
+        withTimeoutOrNull(WarmupSummary.LIMIT_NANOS / 1_000_000) { wait.await() }
     }
 }

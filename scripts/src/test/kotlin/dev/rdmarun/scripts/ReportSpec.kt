@@ -75,6 +75,18 @@ class ReportSpec : FunSpec({
     """.trimIndent())
 
     /** The page's plots by id, each with its series names. */
+    /** The report of [document] (as NAME.json), which carries a <script>: the page has it as text, never as markup. */
+    fun reportEscaping(name: String, document: String): File {
+        val hostile = File(dir, "$name.json").apply { writeText(document) }
+        val page = File(dir, "$name.html")
+        run("report", hostile.path, "-o", page.path).statusCode shouldBe 0
+        page.readText().let {
+            it shouldNotContain "<script>alert"
+            it shouldContain "&lt;script&gt;alert(1)&lt;/script&gt;"
+        }
+        return page
+    }
+
     fun plots(page: File): Map<String, List<String>> {
         val doc = DocumentBuilderFactory.newInstance().apply { isNamespaceAware = true }.newDocumentBuilder().parse(page)
         val svgs = doc.getElementsByTagNameNS("http://www.w3.org/2000/svg", "svg")
@@ -276,14 +288,8 @@ class ReportSpec : FunSpec({
         val bw = ReportSpec::class.java.getResource("perftest/write_bw_4096.json")!!.readText()
         refused("unit.json", bw.replace("\"BW_average\": 11198.23", "\"BW_average\": 700.0"),
             "results.BW_average (700.0) does not agree with MsgRate (2.866747 Mpps) x MsgSize (4096) in MB/sec or in Gb/sec")
-        val hostile = File(dir, "hostile-perftest.json").apply { writeText(good.replace("\"Device\": \"mlx5_0\"", "\"Device\": \"<script>alert(1)</script>\"")) }
-        val page = File(dir, "hostile-perftest.html")
-        run("report", hostile.path, "-o", page.path).statusCode shouldBe 0
+        val page = reportEscaping("hostile-perftest", good.replace("\"Device\": \"mlx5_0\"", "\"Device\": \"<script>alert(1)</script>\""))
         plots(page).getValue("latency").size shouldBe 1 // still well-formed
-        page.readText().let {
-            it shouldNotContain "<script>alert"
-            it shouldContain "&lt;script&gt;alert(1)&lt;/script&gt;"
-        }
     }
 
     // Lines that overlap hide each other in the page as drawn (latency curves of a sweep lie close together), so each series
@@ -330,16 +336,8 @@ class ReportSpec : FunSpec({
     test("text from a document is escaped") {
         val json = File(dir, "plain.json")
         run(pingpong.path, "--loopback", "-d", "soft0", "-n", "3", "--json", json.path).statusCode shouldBe 0
-        val hostile = File(dir, "hostile.json").apply {
-            writeText(json.readText().replace(Regex("\"host\": \"[^\"]*\""), "\"host\": \"<script>alert(1)</script>\""))
-        }
-        val page = File(dir, "hostile.html")
-        run("report", hostile.path, "-o", page.path).statusCode shouldBe 0
+        val page = reportEscaping("hostile", json.readText().replace(Regex("\"host\": \"[^\"]*\""), "\"host\": \"<script>alert(1)</script>\""))
         plots(page).getValue("latency").size shouldBeGreaterThanOrEqual 1 // still well-formed
-        page.readText().let {
-            it shouldNotContain "<script>alert"
-            it shouldContain "&lt;script&gt;alert(1)&lt;/script&gt;"
-        }
     }
 
     test("what is not a results document of this schema is refused with one sentence") {
