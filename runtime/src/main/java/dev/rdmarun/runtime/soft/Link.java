@@ -2,7 +2,7 @@ package dev.rdmarun.runtime.soft;
 
 /**
  * One hop of the software fabric towards another context: in this JVM ({@link LocalLink}) or
- * over TCP ({@link TcpTransport}). {@link #offer} never blocks an engine: a busy link refuses and
+ * over TCP ({@link TcpConnection}). {@link #offer} never blocks an engine: a busy link refuses and
  * the engine keeps the packet until the link takes it. A link that cannot deliver drops the
  * packet, as a network does; the requester's retry timer then reports the loss.
  */

@@ -124,7 +124,7 @@ final class SoftContext extends Context {
 
     /** A QP reached over TCP uses key from now on (it authenticates connections with it). */
     void keyUsed(FabricKey key) {
-        keys.compute(TcpTransport.keyId(key), (id, use) -> {
+        keys.compute(TcpHandshake.keyId(key), (id, use) -> {
             KeyUse u = use != null ? use : new KeyUse(key);
             u.users++;
             return u;
@@ -133,7 +133,7 @@ final class SoftContext extends Context {
 
     /** A QP no longer uses key. */
     void keyReleased(FabricKey key) {
-        keys.computeIfPresent(TcpTransport.keyId(key), (id, use) -> --use.users <= 0 ? null : use);
+        keys.computeIfPresent(TcpHandshake.keyId(key), (id, use) -> --use.users <= 0 ? null : use);
     }
 
     /** The key with this id some QP of this context uses, or null. */
@@ -143,7 +143,7 @@ final class SoftContext extends Context {
     }
 
     boolean keyInUse(FabricKey key) {
-        return keyById(TcpTransport.keyId(key)) != null;
+        return keyById(TcpHandshake.keyId(key)) != null;
     }
 
     boolean hasAddress(Gid gid) {

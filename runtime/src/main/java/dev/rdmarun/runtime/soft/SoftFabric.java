@@ -26,7 +26,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * </ul>
  *
  * <p>A QP reached over TCP needs a {@link FabricKey} at RTR: every TCP connection proves the key
- * before any packet on it is accepted (see {@link TcpTransport}), and such a QP accepts packets
+ * before any packet on it is accepted (see {@link TcpHandshake}), and such a QP accepts packets
  * only from connections that proved its key; a QP reached in memory accepts nothing from TCP.
  */
 final class SoftFabric {

@@ -240,7 +240,7 @@ final class SoftQueuePair extends QueuePair {
     /** Whether p came over the link bound to this QP's peer (lock held). */
     boolean fromPeer(Packet p) {
         if (link instanceof LocalLink) return p.replyLink == null;
-        return p.replyLink instanceof TcpTransport.Connection c && acceptsOver(c.key());
+        return p.replyLink instanceof TcpConnection c && acceptsOver(c.key());
     }
 
     @Override
@@ -292,7 +292,7 @@ final class SoftQueuePair extends QueuePair {
      * passed since the first such timeout (lock held).
      */
     boolean waitsForConnection(long now) {
-        if (!(link instanceof TcpTransport.Connection c) || !c.connecting()) return false;
+        if (!(link instanceof TcpConnection c) || !c.connecting()) return false;
         if (connectDeadline == 0) connectDeadline = now + connectTimeoutNanos;
         return now - connectDeadline < 0;
     }
@@ -305,7 +305,7 @@ final class SoftQueuePair extends QueuePair {
             l = link;
             timeout = connectTimeoutNanos;
         }
-        String outbound = l instanceof TcpTransport.Connection c ? c.trouble(timeout) : null;
+        String outbound = l instanceof TcpConnection c ? c.trouble(timeout) : null;
         long evicted = context.transport.evictedConnections();
         String inbound = evicted == 0 ? null : "this side's soft0 port evicted " + evicted
                 + " unauthenticated connections (a flood?)";

@@ -16,7 +16,7 @@
  *       LID of {@code QueuePair.localEndpoint}.</li>
  *   <li><b>Every TCP connection is authenticated before a packet of it is accepted</b>: a mutual
  *       HMAC-SHA256 challenge-response keyed by the {@link dev.rdmarun.runtime.FabricKey} the QPs
- *       share (see {@code TcpTransport} for the bytes). A QP whose peer is reached over TCP needs a
+ *       share (see {@code TcpHandshake} for the bytes). A QP whose peer is reached over TCP needs a
  *       key at RTR ({@code RtrAttributes.withFabricKey}; EINVAL without). A QP accepts packets only
  *       from its peer's link: in memory, nothing from TCP; over TCP, only connections that proved
  *       its key; and only with its peer's QPN and LID.</li>

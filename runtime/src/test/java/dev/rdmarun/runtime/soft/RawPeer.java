@@ -42,17 +42,17 @@ final class RawPeer implements AutoCloseable {
     boolean authenticate(FabricKey key, boolean proveIt) throws IOException {
         byte[] nonceC = new byte[32];
         new SecureRandom().nextBytes(nonceC);
-        out.writeInt(TcpTransport.MAGIC);
-        out.writeShort(TcpTransport.VERSION);
-        out.write(TcpTransport.keyIdBytes(key));
+        out.writeInt(TcpHandshake.MAGIC);
+        out.writeShort(TcpHandshake.VERSION);
+        out.write(TcpHandshake.keyIdBytes(key));
         out.write(nonceC);
         out.flush();
         byte[] reply = new byte[6 + 32 + 32];
         in.readFully(reply);
         byte[] nonceA = Arrays.copyOfRange(reply, 6, 38);
         byte[] mac = Arrays.copyOfRange(reply, 38, 70);
-        boolean ok = Arrays.equals(mac, TcpTransport.mac(key, TcpTransport.ACCEPTOR_LABEL, nonceC, nonceA));
-        out.write(proveIt ? TcpTransport.mac(key, TcpTransport.CONNECTOR_LABEL, nonceA, nonceC) : new byte[32]);
+        boolean ok = Arrays.equals(mac, TcpHandshake.mac(key, TcpHandshake.ACCEPTOR_LABEL, nonceC, nonceA));
+        out.write(proveIt ? TcpHandshake.mac(key, TcpHandshake.CONNECTOR_LABEL, nonceA, nonceC) : new byte[32]);
         out.flush();
         return ok;
     }
@@ -62,19 +62,19 @@ final class RawPeer implements AutoCloseable {
         byte[] hello = new byte[4 + 2 + 8 + 32];
         in.readFully(hello);
         ByteBuffer h = ByteBuffer.wrap(hello);
-        if (h.getInt() != TcpTransport.MAGIC || h.getShort() != TcpTransport.VERSION) return false;
-        if (!Arrays.equals(Arrays.copyOfRange(hello, 6, 14), TcpTransport.keyIdBytes(key))) return false;
+        if (h.getInt() != TcpHandshake.MAGIC || h.getShort() != TcpHandshake.VERSION) return false;
+        if (!Arrays.equals(Arrays.copyOfRange(hello, 6, 14), TcpHandshake.keyIdBytes(key))) return false;
         byte[] nonceC = Arrays.copyOfRange(hello, 14, 46);
         byte[] nonceA = new byte[32];
         new SecureRandom().nextBytes(nonceA);
-        out.writeInt(TcpTransport.MAGIC);
-        out.writeShort(TcpTransport.VERSION);
+        out.writeInt(TcpHandshake.MAGIC);
+        out.writeShort(TcpHandshake.VERSION);
         out.write(nonceA);
-        out.write(TcpTransport.mac(key, TcpTransport.ACCEPTOR_LABEL, nonceC, nonceA));
+        out.write(TcpHandshake.mac(key, TcpHandshake.ACCEPTOR_LABEL, nonceC, nonceA));
         out.flush();
         byte[] proof = new byte[32];
         in.readFully(proof);
-        return MessageDigest.isEqual(proof, TcpTransport.mac(key, TcpTransport.CONNECTOR_LABEL, nonceA, nonceC));
+        return MessageDigest.isEqual(proof, TcpHandshake.mac(key, TcpHandshake.CONNECTOR_LABEL, nonceA, nonceC));
     }
 
     /** A packet to send (a fresh one, never pooled). */
@@ -116,7 +116,7 @@ final class RawPeer implements AutoCloseable {
         in.readFully(frame, 4, length);
         ByteBuffer b = ByteBuffer.wrap(frame);
         Packet p = new Packet(new PacketPool(2));
-        int payload = TcpTransport.readHeader(b, p);
+        int payload = TcpFrames.readHeader(b, p);
         if (payload < 0) throw new IOException("soft0 sent a frame its own reader refuses");
         p.payloadBuffer(payload).put(b);
         return p;

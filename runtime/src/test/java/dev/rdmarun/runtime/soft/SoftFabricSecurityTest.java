@@ -207,7 +207,7 @@ class SoftFabricSecurityTest {
             // The attacker knows everything but the key: the QPNs, LIDs, rkey, address and PSN.
             try (RawPeer evil = new RawPeer(listener(y))) {
                 if (round % 2 == 0) {
-                    evil.out.writeInt(TcpTransport.MAGIC);
+                    evil.out.writeInt(TcpHandshake.MAGIC);
                     evil.out.writeShort(1); // the old, unauthenticated protocol
                     evil.write(y.qp().qpNum(), x.qp().qpNum(), x.endpoint().lid(), 2 + round, y.mr().address(),
                             y.mr().rkey(), new byte[] {1, 1, 1, 1, 1, 1, 1, 1});
@@ -216,13 +216,13 @@ class SoftFabricSecurityTest {
                     // Knows the key id (it crosses the wire) but not the key: the acceptor's proof does not check out.
                     FabricKey guess = FabricKey.random();
                     byte[] nonce = new byte[32];
-                    evil.out.writeInt(TcpTransport.MAGIC);
-                    evil.out.writeShort(TcpTransport.VERSION);
-                    evil.out.write(TcpTransport.keyIdBytes(key));
+                    evil.out.writeInt(TcpHandshake.MAGIC);
+                    evil.out.writeShort(TcpHandshake.VERSION);
+                    evil.out.write(TcpHandshake.keyIdBytes(key));
                     evil.out.write(nonce);
                     evil.out.flush();
                     evil.in.readFully(new byte[70]);
-                    evil.out.write(TcpTransport.mac(guess, TcpTransport.CONNECTOR_LABEL, nonce, nonce));
+                    evil.out.write(TcpHandshake.mac(guess, TcpHandshake.CONNECTOR_LABEL, nonce, nonce));
                     evil.write(y.qp().qpNum(), x.qp().qpNum(), x.endpoint().lid(), 2 + round, y.mr().address(),
                             y.mr().rkey(), new byte[] {1, 1, 1, 1, 1, 1, 1, 1});
                     assertTrue(evil.closedByPeer());

@@ -148,7 +148,7 @@ class SoftFloodTest {
     /** Accepts the requester's next connection, reads its hello and closes it unanswered (as a full listener did). */
     private static void closeUnanswered(ServerSocket listener) throws IOException {
         try (RawPeer p = RawPeer.accept(listener)) {
-            p.in.readFully(new byte[4 + 2 + TcpTransport.KEY_ID_LENGTH + TcpTransport.NONCE_LENGTH]);
+            p.in.readFully(new byte[4 + 2 + TcpHandshake.KEY_ID_LENGTH + TcpHandshake.NONCE_LENGTH]);
         }
     }
 

@@ -18,8 +18,8 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
  * soft0's packet decoder against whatever an authenticated peer may send, fed as the reader
- * feeds it: {@link TcpTransport#frameLength} once 4 bytes are there, {@link
- * TcpTransport#readHeader} once a whole header is, then the payload into {@link
+ * feeds it: {@link TcpFrames#frameLength} once 4 bytes are there, {@link
+ * TcpFrames#readHeader} once a whole header is, then the payload into {@link
  * Packet#payloadBuffer(int)}. They give a packet inside the documented ranges, or -1 (the
  * connection ends), or the stream ends inside a frame, and nothing else; they allocate at most
  * what max_msg_sz allows. In a normal build this runs the seed corpus in
@@ -36,9 +36,9 @@ class TcpTransportFuzzTest {
         int offset = 0;
         while (true) {
             if (in.remaining() < 4) return; // the stream ended inside a frame: the documented outcome
-            if (TcpTransport.frameLength(in) < 0) return;
-            if (in.remaining() < TcpTransport.FRAME_HEADER) return;
-            int length = TcpTransport.readHeader(in, p);
+            if (TcpFrames.frameLength(in) < 0) return;
+            if (in.remaining() < TcpFrames.FRAME_HEADER) return;
+            int length = TcpFrames.readHeader(in, p);
             if (length < 0) return;
             if (in.remaining() < length) return;
             p.payloadBuffer(length).put(in.slice(in.position(), length));
@@ -120,8 +120,8 @@ class TcpTransportFuzzTest {
     static byte[] frames(Packet... packets) {
         var out = new ByteArrayOutputStream();
         for (Packet p : packets) {
-            ByteBuffer frame = ByteBuffer.allocate(TcpTransport.FRAME_HEADER + p.length);
-            TcpTransport.writeHeader(frame, p);
+            ByteBuffer frame = ByteBuffer.allocate(TcpFrames.FRAME_HEADER + p.length);
+            TcpFrames.writeHeader(frame, p);
             frame.put(p.payloadBuffer());
             out.write(frame.array(), 0, frame.capacity());
         }

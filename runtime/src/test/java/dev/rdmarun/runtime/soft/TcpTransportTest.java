@@ -255,7 +255,7 @@ class TcpTransportTest {
     @Test
     void aFrameLongerThanMaxMsgSzClosesTheConnectionAndWritesNothing() throws Exception {
         sendSpoiledWriteAndExpectClose(4096, 1,
-                frame -> java.nio.ByteBuffer.wrap(frame).putInt(0, TcpTransport.HEADER + (int) SoftContext.MAX_MESSAGE + 1));
+                frame -> java.nio.ByteBuffer.wrap(frame).putInt(0, TcpFrames.HEADER + (int) SoftContext.MAX_MESSAGE + 1));
     }
 
     /** A header that does not check out ends the connection before its payload is read anywhere. */
