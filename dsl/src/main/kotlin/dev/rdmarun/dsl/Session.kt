@@ -133,7 +133,7 @@ internal class Session(
                 val secret = withContext(Dispatchers.IO) {
                     // First: a per-user secret that cannot be used is said before any port or device is touched.
                     val secret = token ?: ControlToken.userSecret()
-                    (plan.peer as? Peer.Listen)?.let { listener = ControlConnection.listen(it, settings.timeout) }
+                    (plan.peer as? Peer.Listen)?.let { listener = ControlServer.listen(it, settings.timeout) }
                     coroutine.ensureActive() // a cancellation before the listener existed did not close it
                     verbs.openDevice()
                     verbs.createResources()
@@ -152,7 +152,7 @@ internal class Session(
                     val credentials = Handshake.Credentials(plan, secret)
                     val c = when (val peer = plan.peer) {
                         is Peer.Listen -> {
-                            val accepted = ControlConnection.accept(listener!!, settings.timeout, credentials) { note(it) }
+                            val accepted = ControlServer.accept(listener!!, settings.timeout, credentials) { note(it) }
                             fabricKey = accepted.fabricKey
                             listener?.close()
                             listener = null
@@ -161,7 +161,7 @@ internal class Session(
                             accepted.connection.handshakeDeadline(deadlineAfterNanos(timeoutNanos, accepted.acceptedAt))
                             accepted.connection
                         }
-                        is Peer.Connect -> ControlConnection.connect(peer, settings.timeout) { coroutine.isActive }.also {
+                        is Peer.Connect -> ControlClient.connect(peer, settings.timeout) { coroutine.isActive }.also {
                             control = it
                             fabricKey = it.authenticate(credentials)
                         }
