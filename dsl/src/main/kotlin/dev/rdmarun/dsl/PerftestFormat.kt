@@ -82,4 +82,37 @@ object PerftestFormat {
      */
     fun cHex(value: Long, width: Int): String =
         if (value == 0L) "0".repeat(width) else "0x" + java.lang.Long.toHexString(value).padStart(width - 2, '0')
+
+    /** [ScenarioResult.perftestBanner] of [r]: its connection, or without one only what is known. */
+    internal fun banner(r: ScenarioResult, title: String?): String = buildString {
+        val c = r.connection
+        appendLine(PerftestFormat.RULE)
+        appendLine(PerftestFormat.titleLine(title ?: "rdma-run", r.latencyTest))
+        appendLine(PerftestFormat.pairs("Dual-port", "OFF", "Device", c?.device ?: r.device))
+        appendLine(PerftestFormat.pairs("Number of qps", r.qps.size, "Transport type", "IB"))
+        appendLine(PerftestFormat.pairs("Connection type", c?.transport ?: "RC", "Using SRQ", "OFF"))
+        c?.sendDepth?.let { appendLine(PerftestFormat.pair("TX depth", it)) }
+        c?.signalEvery?.let { appendLine(PerftestFormat.pair("CQ Moderation", it)) }
+        if (c != null) {
+            appendLine(PerftestFormat.pair("Mtu", "${c.mtu}[B]"))
+            appendLine(PerftestFormat.pair("Link type", if (c.linkLayer == "Ethernet") "Ethernet" else "IB"))
+            appendLine(PerftestFormat.pair("GID index", c.gidIndex))
+        }
+        c?.inlineThreshold?.let { appendLine(PerftestFormat.pair("Max inline data", "$it[B]")) }
+        appendLine(" rdma_cm QPs\t : OFF")
+        appendLine(PerftestFormat.pair("Data ex. method", "Ethernet"))
+        append(PerftestFormat.RULE)
+        if (c != null && c.qps.isNotEmpty()) {
+            appendLine()
+            for (q in c.qps) {
+                appendLine(PerftestFormat.address("local", q.localLid, q.localQpn, q.localPsn, q.localRkey, q.localAddress))
+                appendLine(PerftestFormat.gidLine(c.gid))
+            }
+            for (q in c.qps) {
+                appendLine(PerftestFormat.address("remote", q.remoteLid, q.remoteQpn, q.remotePsn, q.remoteRkey, q.remoteAddress))
+                appendLine(PerftestFormat.gidLine(q.remoteGid))
+            }
+            append(PerftestFormat.RULE)
+        }
+    }
 }

@@ -321,7 +321,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     private var loops = 0
     override fun nextLoop(): Int = ++loops
     override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean) =
-        session.agreeOnRound(index, loop, round, more, dropLeftovers, measured)
+        session.warmup.agreeOnRound(index, loop, round, more, dropLeftovers, measured)
     override fun startMeasuring(): Boolean {
         val lost = measuredBeforeWarmup
         measureFromHere()
@@ -337,21 +337,21 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     private var measuredRunEnded = false
     override fun warmupStarted() {
         noteWarmupStart()
-        session.warmupGate.started()
+        session.warmup.warmupGate.started()
     }
 
     /** A warm-up of this QP or of the scenario's block starts: what was measured so far is at stake. */
     fun noteWarmupStart() {
         measuredBeforeWarmup = counters.sections.isNotEmpty() || measuredRunEnded
     }
-    override suspend fun warmupOver() = session.warmupGate.over()
+    override suspend fun warmupOver() = session.warmup.warmupGate.over()
     override fun planned(iterations: Long, warmupIterations: Long) {
         rounds.done -= warmupIterations
         rounds.planned += iterations
     }
     override fun warmedUp(summary: WarmupSummary) {
         loopMeasured()
-        session.warmedUp(summary)
+        session.warmup.warmedUp(summary)
     }
 
     /** A loop of this QP, or of the scenario's block, ended its measured run. */
@@ -465,10 +465,10 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     /** Fails the scenario when this QP's wait has outlived the peer's progress by the timeout. */
     fun checkDeadline(now: Long) {
         if (waiter == null) return
-        if (waitKind == MESSAGE && !engine.hasMessage() && engine.stats().messagesReceived() >= session.peerMessagesSent(index)) {
+        if (waitKind == MESSAGE && !engine.hasMessage() && engine.stats().messagesReceived() >= session.progress.peerMessagesSent(index)) {
             // Everything the finished peer sent on this QP has arrived, and none is left for this receive().
-            session.fail(session.peerFinishedWithoutSending(index))
-        } else if (session.waitExpired(waitSince, now)) {
+            session.fail(session.progress.peerFinishedWithoutSending(index))
+        } else if (session.progress.waitExpired(waitSince, now)) {
             val what = when (waitKind) {
                 MESSAGE -> "a message in receive() on QP $index"
                 CREDIT -> "a free receive at the peer to ${waitOp.label()}() on QP $index"
@@ -479,7 +479,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
                     "says it sent on QP $index to arrive"
                 else -> "the work posted on QP $index to complete"
             }
-            session.fail(session.waitedTooLong(what, index, receiving = waitKind == MESSAGE, onCredit = waitKind == CREDIT))
+            session.fail(session.progress.waitedTooLong(what, index, receiving = waitKind == MESSAGE, onCredit = waitKind == CREDIT))
         }
     }
 

@@ -3,7 +3,6 @@ package dev.rdmarun.dsl
 import java.util.Locale
 import kotlinx.serialization.Serializable
 import kotlinx.serialization.json.Json
-import dev.rdmarun.runtime.engine.QpStats
 import org.HdrHistogram.Histogram
 
 private val RESULT_JSON = Json { prettyPrint = true }
@@ -259,37 +258,7 @@ data class ScenarioResult(
      * the dashed line; then the QPs' address and GID lines and a dashed line. Without a connection
      * (`--check`), only what is known.
      */
-    fun perftestBanner(title: String? = null): String = buildString {
-        val c = connection
-        appendLine(PerftestFormat.RULE)
-        appendLine(PerftestFormat.titleLine(title ?: "rdma-run", latencyTest))
-        appendLine(PerftestFormat.pairs("Dual-port", "OFF", "Device", c?.device ?: device))
-        appendLine(PerftestFormat.pairs("Number of qps", qps.size, "Transport type", "IB"))
-        appendLine(PerftestFormat.pairs("Connection type", c?.transport ?: "RC", "Using SRQ", "OFF"))
-        c?.sendDepth?.let { appendLine(PerftestFormat.pair("TX depth", it)) }
-        c?.signalEvery?.let { appendLine(PerftestFormat.pair("CQ Moderation", it)) }
-        if (c != null) {
-            appendLine(PerftestFormat.pair("Mtu", "${c.mtu}[B]"))
-            appendLine(PerftestFormat.pair("Link type", if (c.linkLayer == "Ethernet") "Ethernet" else "IB"))
-            appendLine(PerftestFormat.pair("GID index", c.gidIndex))
-        }
-        c?.inlineThreshold?.let { appendLine(PerftestFormat.pair("Max inline data", "$it[B]")) }
-        appendLine(" rdma_cm QPs\t : OFF")
-        appendLine(PerftestFormat.pair("Data ex. method", "Ethernet"))
-        append(PerftestFormat.RULE)
-        if (c != null && c.qps.isNotEmpty()) {
-            appendLine()
-            for (q in c.qps) {
-                appendLine(PerftestFormat.address("local", q.localLid, q.localQpn, q.localPsn, q.localRkey, q.localAddress))
-                appendLine(PerftestFormat.gidLine(c.gid))
-            }
-            for (q in c.qps) {
-                appendLine(PerftestFormat.address("remote", q.remoteLid, q.remoteQpn, q.remotePsn, q.remoteRkey, q.remoteAddress))
-                appendLine(PerftestFormat.gidLine(q.remoteGid))
-            }
-            append(PerftestFormat.RULE)
-        }
-    }
+    fun perftestBanner(title: String? = null): String = PerftestFormat.banner(this, title)
 
     /** perftest's header of this side's result block, or null when it has none (the side of a latency test that measured no section). */
     fun perftestHeader(gbits: Boolean = false): String? = when {
@@ -411,101 +380,3 @@ private const val TABLE_ROW = " %-5s %14s %14s %11s %10s %15s %14s %14s  %s"
 private fun us(ns: Long): String = fixed(ns / 1000.0, 2)
 
 private fun fixed(x: Double, decimals: Int): String = String.format(Locale.ROOT, "%.${decimals}f", x)
-
-/**
- * One QP's results: the engine's counters ([stats]; none for an empty result) and the
- * `measure(name) { }` sections, which only the DSL knows. Read when the run ends.
- */
-internal class QpCounters(private val stats: QpStats? = null) {
-    val sections = HashMap<String, Histogram>()
-
-    /**
-     * What this QP measured so far was a warm-up: its sections start again from here (the engine
-     * splits its own counters at the same point, [dev.rdmarun.runtime.engine.QpEngine.measureFromHere]).
-     */
-    fun measureFromHere() {
-        sections.clear()
-        roundTrips.clear()
-        sectionBytes.clear()
-    }
-
-    /** Bytes the work requests posted inside each section (all its samples). */
-    val sectionBytes = HashMap<String, Long>()
-
-    /** Sections recorded with measureRoundTrip: reported one way. */
-    val roundTrips = HashSet<String>()
-
-    fun recordSection(name: String, nanos: Long, roundTrip: Boolean, bytes: Long = 0) {
-        val h = sections[name] ?: Histogram(3).also {
-            sections[name] = it
-            if (roundTrip) roundTrips += name
-        }
-        if ((name in roundTrips) != roundTrip) {
-            throw ScenarioException("section $name is measured both with measure and with measureRoundTrip: give them different names")
-        }
-        h.recordValue(nanos.coerceAtLeast(0))
-        sectionBytes.merge(name, bytes, Long::plus)
-    }
-
-    private class Totals {
-        var bytesSent = 0L
-        var bytesReceived = 0L
-        var operations = 0L
-        var messagesReceived = 0L
-        var messagesNotReceived = 0L
-        var latency: Histogram? = null
-
-        /** Adds the measured phase of [s]: work requests posted and messages taken after the last warm-up. */
-        fun add(s: QpStats) {
-            val m = s.measured()
-            bytesSent += m.bytesSent
-            bytesReceived += m.bytesReceived
-            operations += m.operations
-            messagesReceived += m.messagesReceived
-            messagesNotReceived += m.messagesNotReceived
-            val h = s.measuredLatency()
-            if (h.totalCount > 0) (latency ?: Histogram(3).also { latency = it }).add(h)
-        }
-
-        fun toResult(qp: Int?, seconds: Double) = TrafficResult(
-            qp = qp,
-            bytesSent = bytesSent,
-            bytesReceived = bytesReceived,
-            operations = operations,
-            messagesReceived = messagesReceived,
-            messagesNotReceived = messagesNotReceived,
-            sentGbps = if (seconds > 0) bytesSent * 8 / seconds / 1e9 else 0.0,
-            receivedGbps = if (seconds > 0) bytesReceived * 8 / seconds / 1e9 else 0.0,
-            mpps = if (seconds > 0) (operations + messagesReceived) / seconds / 1e6 else 0.0,
-            latency = latency?.let { LatencySummary.of(it) },
-        )
-    }
-
-    companion object {
-        fun result(role: Role, device: String, durationNanos: Long, perQp: List<QpCounters>): ScenarioResult {
-            val seconds = durationNanos / 1e9
-            val total = Totals()
-            val sections = HashMap<String, Histogram>()
-            val roundTrips = HashSet<String>()
-            val bytes = HashMap<String, Long>()
-            val each = perQp.mapIndexed { i, c ->
-                val t = Totals()
-                c.stats?.let { t.add(it); total.add(it) }
-                for ((name, h) in c.sections) sections.getOrPut(name) { Histogram(3) }.add(h)
-                roundTrips += c.roundTrips
-                c.sectionBytes.forEach { (name, b) -> bytes.merge(name, b, Long::plus) }
-                t.toResult(i, seconds)
-            }
-            return ScenarioResult(
-                role = role,
-                device = device,
-                durationNanos = durationNanos,
-                qps = each,
-                total = total.toResult(null, seconds),
-                sections = sections.mapNotNull { (k, h) ->
-                    LatencySummary.of(h)?.let { k to it.copy(roundTrip = k in roundTrips, bytesPerSample = (bytes[k] ?: 0) / it.count) }
-                }.toMap(),
-            )
-        }
-    }
-}

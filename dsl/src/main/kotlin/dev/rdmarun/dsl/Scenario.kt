@@ -119,7 +119,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     private var loops = 0
     override fun nextLoop(): Int = ++loops
     override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean) =
-        session.let { s -> if (s == null) more else s.agreeOnRound(null, loop, round, more, dropLeftovers, measured) }
+        session.let { s -> if (s == null) more else s.warmup.agreeOnRound(null, loop, round, more, dropLeftovers, measured) }
     override fun startMeasuring(): Boolean {
         val s = session ?: return false
         // Each QP says whether it loses something measured; every one of them is asked.
@@ -128,11 +128,11 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun warmupStarted() {
         session?.let { s ->
             s.drivers.forEach { it.noteWarmupStart() }
-            s.warmupGate.started()
+            s.warmup.warmupGate.started()
         }
     }
     override suspend fun warmupOver() {
-        session?.warmupGate?.over()
+        session?.warmup?.warmupGate?.over()
     }
     override fun planned(iterations: Long, warmupIterations: Long) {
         session?.scenarioRounds?.let {
@@ -143,7 +143,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun warmedUp(summary: WarmupSummary) {
         session?.let { s ->
             s.drivers.forEach { it.loopMeasured() }
-            s.warmedUp(summary)
+            s.warmup.warmedUp(summary)
         }
     }
 

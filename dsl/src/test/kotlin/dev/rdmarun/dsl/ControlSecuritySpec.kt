@@ -63,7 +63,7 @@ class ControlSecuritySpec : FunSpec({
 
     fun kinds(frames: List<Frame>): List<KClass<out Frame>> = frames.map { it::class }
 
-    class Served<T>(val accepted: Result<ControlConnection.Companion.Accepted>, val body: T, val notes: List<String>, val port: Int)
+    class Served<T>(val accepted: Result<ControlServer.Accepted>, val body: T, val notes: List<String>, val port: Int)
 
     /** A server's accept on an ephemeral port (on the IO pool) while [body] plays the peers. */
     suspend fun <T> withServer(timeout: Duration, token: ControlToken, body: suspend (port: Int) -> T): Served<T> {
@@ -72,7 +72,7 @@ class ControlSecuritySpec : FunSpec({
         return try {
             coroutineScope {
                 val accepted = async(Dispatchers.IO) {
-                    runCatching { ControlConnection.accept(listener, timeout, creds(Role.SERVER, token)) { notes.add(it) } }
+                    runCatching { ControlServer.accept(listener, timeout, creds(Role.SERVER, token)) { notes.add(it) } }
                 }
                 val b = async(Dispatchers.IO) { body(listener.localPort) }
                 val a = accepted.await()
@@ -84,7 +84,7 @@ class ControlSecuritySpec : FunSpec({
         }
     }
 
-    fun client(port: Int, timeout: Duration = 10.seconds) = ControlConnection.connect(Peer.Connect("127.0.0.1", port), timeout)
+    fun client(port: Int, timeout: Duration = 10.seconds) = ControlClient.connect(Peer.Connect("127.0.0.1", port), timeout)
 
     /** The real client passes steps 1 and 2 with [token] ("authenticated"), then closes [also]. */
     fun authenticates(port: Int, token: ControlToken, vararg also: java.io.Closeable): String = try {
@@ -245,12 +245,12 @@ class ControlSecuritySpec : FunSpec({
 
         test("more pending connections than the bound: the oldest is closed, the client still completes") {
             val served = withServer(20.seconds, ControlToken.none()) { port ->
-                val silent = List(ControlConnection.MAX_PENDING + 3) { Socket(loopback, port) }
+                val silent = List(ControlServer.MAX_PENDING + 3) { Socket(loopback, port) }
                 authenticates(port, ControlToken.none(), *silent.toTypedArray())
             }
             served.body shouldBe "authenticated"
             served.accepted.isSuccess shouldBe true
-            served.notes.single() shouldStartWith "closed ${ControlConnection.MAX_PENDING + 3} stray connections"
+            served.notes.single() shouldStartWith "closed ${ControlServer.MAX_PENDING + 3} stray connections"
         }
 
         test("without a secret, a client of another scenario fails with one sentence; the server says so at once and keeps waiting") {

@@ -36,7 +36,7 @@ class DeadlinesSpec : FunSpec({
         val closed = ServerSocket(0).use { it.localPort } // nothing listens there now: each attempt is refused at once
         var attempts = 0
         shouldThrow<CancellationException> {
-            ControlConnection.connect(Peer.Connect("127.0.0.1", closed), Duration.INFINITE) { ++attempts <= 3 }
+            ControlClient.connect(Peer.Connect("127.0.0.1", closed), Duration.INFINITE) { ++attempts <= 3 }
         }
         attempts shouldBe 4
     }
