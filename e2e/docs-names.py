@@ -15,6 +15,7 @@ docs = [root / "docs" / n for n in ("architecture.md", "control-protocol.md", "s
 # Tests, samples and benchmarks too: the docs name the layer rules' test and the samples.
 sources = [p for d in ("runtime", "dsl", "scripts", "samples", "bench") for p in (root / d / "src").rglob("*")
            if p.suffix in (".java", ".kt") and "target" not in p.parts]
+file_names = {p.name for p in sources}
 text = "\n".join(p.read_text(encoding="utf-8") for p in sources)
 declared = set(re.findall(r"\b(?:class|interface|record|enum|object|typealias|@interface)\s+([A-Z][A-Za-z0-9_]*)", text))
 # A library's class counts when the code imports it (the docs say which JDK or Agrona class is used).
@@ -29,6 +30,10 @@ for doc in docs:
     for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
         for m in ref.finditer(line):
             cls, member = m.group(1), m.group(2)
+            if member in ("kt", "java"):  # a file name: `Session.kt`
+                if f"{cls}.{member}" not in file_names:
+                    missing.append(f"{doc.relative_to(root)}:{n}: `{cls}.{member}`: no such source file")
+                continue
             if line[:m.start()].endswith(("Agrona's ", "JDK's ")):
                 continue  # a library's class named to say the code does not use it
             if cls not in declared:
