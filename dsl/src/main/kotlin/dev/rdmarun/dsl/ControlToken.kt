@@ -32,7 +32,7 @@ import java.util.HexFormat
  *   its parameters) can be the peer, and an observer of the control connection can derive soft0's
  *   fabric key, as with perftest's and ibv_rc_pingpong's exchanges.
  */
-class ControlToken private constructor(
+public class ControlToken private constructor(
     private val bytes: ByteArray?,
     internal val kind: SecretKind,
     /** Where a per-user secret was read from, for sentences (never its content). */
@@ -47,32 +47,32 @@ class ControlToken private constructor(
      * says what the key is for. Both peers derive the same key; the secret never leaves this
      * object and the key never travels. With [none], anyone who saw the salt can derive it too.
      */
-    fun fabricKey(salt: ByteArray, purpose: String): dev.rdmarun.runtime.FabricKey {
+    public fun fabricKey(salt: ByteArray, purpose: String): dev.rdmarun.runtime.FabricKey {
         val secret = bytes ?: NO_SECRET
         return dev.rdmarun.runtime.FabricKey.derive(secret, salt, purpose.toByteArray(Charsets.UTF_8))
     }
 
-    override fun toString() = when (kind) {
+    override fun toString(): String = when (kind) {
         SecretKind.NONE -> "ControlToken[none]"
         SecretKind.USER -> "ControlToken[per-user secret $source]"
         SecretKind.TOKEN -> "ControlToken[redacted]"
     }
 
-    companion object {
+    public companion object {
         /** The environment variable that gives the shared secret, as `--token` does. */
-        const val ENV: String = "RDMA_RUN_TOKEN"
+        public const val ENV: String = "RDMA_RUN_TOKEN"
 
         /**
          * The secret of a run without `--token`: `$RDMA_RUN_TOKEN` when set and not empty, else the
          * per-user secret ([userSecret], which may throw its [ScenarioException]).
          */
         @JvmStatic
-        fun fromEnvironment(): ControlToken =
+        public fun fromEnvironment(): ControlToken =
             System.getenv(ENV)?.takeIf { it.isNotEmpty() }?.let(::of) ?: userSecret()
 
         /** The token this text (UTF-8) makes; it must not be empty. */
         @JvmStatic
-        fun of(text: String): ControlToken {
+        public fun of(text: String): ControlToken {
             require(text.isNotEmpty()) { "the token is empty" }
             return ControlToken(text.toByteArray(Charsets.UTF_8), SecretKind.TOKEN)
         }
@@ -83,7 +83,7 @@ class ControlToken private constructor(
          * written by an observer of the control connection. For closed test networks only.
          */
         @JvmStatic
-        fun none(): ControlToken = NONE
+        public fun none(): ControlToken = NONE
 
         private val NONE = ControlToken(null, SecretKind.NONE)
 
@@ -95,7 +95,7 @@ class ControlToken private constructor(
          * else can know it.
          */
         @JvmStatic
-        fun random(): ControlToken = ControlToken(ByteArray(UserSecret.BYTES).also { SecureRandom().nextBytes(it) }, SecretKind.TOKEN)
+        public fun random(): ControlToken = ControlToken(ByteArray(UserSecret.BYTES).also { SecureRandom().nextBytes(it) }, SecretKind.TOKEN)
 
         /**
          * The per-user secret at [file] (default [UserSecret.defaultFile]), created (mode 0600, in a
@@ -105,7 +105,7 @@ class ControlToken private constructor(
          */
         @JvmStatic
         @JvmOverloads
-        fun userSecret(file: Path = UserSecret.defaultFile()): ControlToken =
+        public fun userSecret(file: Path = UserSecret.defaultFile()): ControlToken =
             ControlToken(UserSecret.loadOrCreate(file), SecretKind.USER, file)
     }
 }

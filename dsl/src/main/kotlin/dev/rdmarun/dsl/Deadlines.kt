@@ -10,10 +10,10 @@ import kotlin.time.Duration.Companion.days
  * deadline far from where `System.nanoTime() + timeout` overflows (then a wait would end at once)
  * and every timeout in milliseconds within a socket timeout's `Int`.
  */
-val MAX_DURATION: Duration = 7.days
+public val MAX_DURATION: Duration = 7.days
 
 /** [MAX_DURATION] in seconds, for options given in seconds: 604800. */
-const val MAX_DURATION_SECONDS: Int = 7 * 24 * 60 * 60
+public const val MAX_DURATION_SECONDS: Int = 7 * 24 * 60 * 60
 
 /**
  * The [System.nanoTime] at which a wait of [duration] from [now] ends. Any length is safe, however
@@ -21,7 +21,7 @@ const val MAX_DURATION_SECONDS: Int = 7 * 24 * 60 * 60
  * nanoseconds) so that `deadline - System.nanoTime()` keeps its sign; a negative one ends at [now].
  * Compare deadlines by difference (`System.nanoTime() - deadline >= 0`), as [System.nanoTime] asks.
  */
-fun deadlineAfter(duration: Duration, now: Long = System.nanoTime()): Long = deadlineAfterNanos(duration.inWholeNanoseconds, now)
+internal fun deadlineAfter(duration: Duration, now: Long = System.nanoTime()): Long = deadlineAfterNanos(duration.inWholeNanoseconds, now)
 
 /** [deadlineAfter] for a length in nanoseconds. */
-fun deadlineAfterNanos(nanos: Long, now: Long = System.nanoTime()): Long = now + nanos.coerceIn(0, Long.MAX_VALUE / 2)
+internal fun deadlineAfterNanos(nanos: Long, now: Long = System.nanoTime()): Long = now + nanos.coerceIn(0, Long.MAX_VALUE / 2)

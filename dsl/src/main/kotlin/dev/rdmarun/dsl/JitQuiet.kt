@@ -26,13 +26,13 @@ import javax.management.ObjectName
  * is never quiet (the DSL's warm-up stops at 30 s, the pre-flights at 10 s and 20 s). Not
  * thread-safe: one per loop.
  */
-class JitQuiet internal constructor(
+public class JitQuiet internal constructor(
     private val compiledMillis: () -> Long?,
     private val clock: () -> Long,
     private val compiling: () -> Boolean? = { null },
 ) {
     /** Watches this JVM's JIT from now on. */
-    constructor() : this(::totalCompilationMillis, System::nanoTime, ::compilationPending)
+    public constructor() : this(::totalCompilationMillis, System::nanoTime, ::compilationPending)
 
     private var compiled = compiledMillis()
     private var changedAt = clock()
@@ -40,10 +40,10 @@ class JitQuiet internal constructor(
     private var rounds = 0
 
     /** Whether this JVM reports compilation times (HotSpot does, unless it runs without a JIT). */
-    val monitored: Boolean = compiled != null
+    public val monitored: Boolean = compiled != null
 
     /** Ends a round; true once the JIT counts as quiet (see the class). */
-    fun roundEnded(): Boolean {
+    public fun roundEnded(): Boolean {
         rounds++
         val now = clock()
         val total = compiledMillis() ?: return rounds >= UNMONITORED_ROUNDS
@@ -64,22 +64,22 @@ class JitQuiet internal constructor(
     }
 
     /** How [roundEnded] decided: "no compilation for 0.5 s", or the fixed count of an unmonitored JVM. */
-    fun rule(): String = if (monitored) "no compilation for ${QUIET_NANOS / 1e9} s"
+    public fun rule(): String = if (monitored) "no compilation for ${QUIET_NANOS / 1e9} s"
         else "a fixed $UNMONITORED_ROUNDS rounds (this JVM does not report compilation times)"
 
-    companion object {
+    public companion object {
         /** Quiet: no compilation ended for this long... */
-        const val QUIET_NANOS: Long = 500_000_000L
+        public const val QUIET_NANOS: Long = 500_000_000L
 
         /** ...and during this many rounds. */
-        const val QUIET_ROUNDS: Int = 2
+        public const val QUIET_ROUNDS: Int = 2
 
         /** Rounds that count as a warm-up on a JVM that does not report compilation times. */
-        const val UNMONITORED_ROUNDS: Int = 10
+        public const val UNMONITORED_ROUNDS: Int = 10
 
         /** Milliseconds this JVM's JIT has spent compiling (all threads), or null when it does not say. */
         @JvmStatic
-        fun totalCompilationMillis(): Long? = BEAN?.totalCompilationTime
+        public fun totalCompilationMillis(): Long? = BEAN?.totalCompilationTime
 
         /**
          * Whether HotSpot's JIT is compiling or has methods queued (the `Compiler.queue` diagnostic
@@ -87,7 +87,7 @@ class JitQuiet internal constructor(
          * half a millisecond a call.
          */
         @JvmStatic
-        fun compilationPending(): Boolean? = try {
+        public fun compilationPending(): Boolean? = try {
             val text = ManagementFactory.getPlatformMBeanServer()
                 .invoke(DIAGNOSTIC_COMMAND, "compilerQueue", arrayOf<Any?>(null), arrayOf(Array<String>::class.java.name)) as? String
             text?.let(::queueBusy)

@@ -21,7 +21,7 @@ internal class Rounds {
  * This side's traffic so far in the measured phase, as a [ScenarioMonitor] read it (see
  * [TrafficResult] for what counts): the figures the results will have once the run ends.
  */
-data class LiveTotals(
+public data class LiveTotals(
     /** Nanoseconds since the measured phase began: connect(peer) finished (QPs connected), or the last warm-up ended. */
     val elapsedNanos: Long,
     val bytesSent: Long,
@@ -44,7 +44,7 @@ data class LiveTotals(
  * thread without synchronization: they may lag a little, which a display does not mind, and the
  * data path pays nothing for them.
  */
-class ScenarioMonitor(
+public class ScenarioMonitor(
     /** Called once per scenario when connect(peer) finished (on the scenario's thread: keep it short). */
     private val onRunning: (() -> Unit)? = null,
     /** A line about the connection worth telling the user (stray connections the server closed), already escaped. */
@@ -66,11 +66,11 @@ class ScenarioMonitor(
     private var job: Job? = null
 
     @Volatile
-    var cancelled = false
+    public var cancelled: Boolean = false
         private set
 
     /** This side's totals while a scenario runs after connect(peer), else null (before it, tearing down, done). */
-    fun totals(): LiveTotals? {
+    public fun totals(): LiveTotals? {
         val started = runningSince
         if (started == 0L) return null
         val run = run
@@ -96,7 +96,7 @@ class ScenarioMonitor(
      * How far the running scenario is, 0 to 1: its `repeat { }` rounds done of those planned (all
      * scopes together; a time-based `repeat` plans none); null when none are planned or nothing runs.
      */
-    fun fractionDone(): Double? {
+    public fun fractionDone(): Double? {
         if (runningSince == 0L) return null
         var planned = 0L
         var done = 0L
@@ -108,7 +108,7 @@ class ScenarioMonitor(
     }
 
     /** Ends the running scenario (and any later one run with this monitor); its `rdma { }` throws a CancellationException. */
-    fun cancel(reason: String = "cancelled") {
+    public fun cancel(reason: String = "cancelled") {
         cancelled = true
         job?.cancel(CancellationException(reason))
     }
@@ -140,11 +140,11 @@ class ScenarioMonitor(
      * null before one ran; its [LiveTotals.elapsedNanos] runs a little past the results' duration.
      */
     @Volatile
-    var lastTotals: LiveTotals? = null
+    public var lastTotals: LiveTotals? = null
         private set
 
     /** Scenarios started so far with this monitor (the [LiveTotals.run] of the latest). */
-    val runs: Int get() = run
+    public val runs: Int get() = run
 
     internal fun stopped() {
         if (runningSince != 0L) lastTotals = totals()

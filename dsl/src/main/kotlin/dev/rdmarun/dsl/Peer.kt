@@ -4,11 +4,11 @@ import kotlinx.serialization.Serializable
 
 /** Which end of the control connection this side is: the listener is the server. */
 @Serializable
-enum class Role {
+public enum class Role {
     SERVER, CLIENT;
 
-    val other: Role get() = if (this == SERVER) CLIENT else SERVER
-    val label: String get() = name.lowercase()
+    public val other: Role get() = if (this == SERVER) CLIENT else SERVER
+    public val label: String get() = name.lowercase()
 }
 
 /**
@@ -16,44 +16,44 @@ enum class Role {
  * endpoints, buffer addresses and rkeys) and barriers. A launcher or an application makes one;
  * scripts get it injected as `peer`.
  */
-sealed class Peer {
-    abstract val role: Role
+public sealed class Peer {
+    public abstract val role: Role
 
     /** Wait for the peer on this TCP port ([bindAddress] null: all addresses; port 0: any free port). */
-    data class Listen(val port: Int, val bindAddress: String? = null) : Peer() {
+    public data class Listen(val port: Int, val bindAddress: String? = null) : Peer() {
         init {
             require(port in 0..65535) { "TCP port must be 0..65535, not $port" }
         }
 
-        override val role get() = Role.SERVER
-        override fun toString() = "listen on ${bindAddress ?: "*"}:$port"
+        override val role: Role get() = Role.SERVER
+        override fun toString(): String = "listen on ${bindAddress ?: "*"}:$port"
     }
 
     /** Connect to a listening peer (retried until the scenario's timeout: the server may start later). */
-    data class Connect(val host: String, val port: Int) : Peer() {
+    public data class Connect(val host: String, val port: Int) : Peer() {
         init {
             require(port in 1..65535) { "TCP port must be 1..65535, not $port" }
         }
 
-        override val role get() = Role.CLIENT
-        override fun toString() = "connect to $host:$port"
+        override val role: Role get() = Role.CLIENT
+        override fun toString(): String = "connect to $host:$port"
     }
 
-    companion object {
+    public companion object {
         /** perftest's and ibv_rc_pingpong's default port. */
-        const val DEFAULT_PORT = 18515
+        public const val DEFAULT_PORT: Int = 18515
 
         @JvmStatic
         @JvmOverloads
-        fun listen(port: Int = DEFAULT_PORT, bindAddress: String? = null): Peer = Listen(port, bindAddress)
+        public fun listen(port: Int = DEFAULT_PORT, bindAddress: String? = null): Peer = Listen(port, bindAddress)
 
         @JvmStatic
         @JvmOverloads
-        fun connect(host: String, port: Int = DEFAULT_PORT): Peer = Connect(host, port)
+        public fun connect(host: String, port: Int = DEFAULT_PORT): Peer = Connect(host, port)
 
         /** "HOST", "HOST:PORT" or "[v6]:PORT" as a client peer. */
         @JvmStatic
-        fun parse(text: String): Peer {
+        public fun parse(text: String): Peer {
             val (host, portText) = splitHostPort(text) ?: throw IllegalArgumentException("not HOST[:PORT]: '$text'")
             val port = if (portText == null) DEFAULT_PORT
                 else portText.toIntOrNull() ?: throw IllegalArgumentException("not HOST[:PORT]: '$text'")
@@ -61,7 +61,7 @@ sealed class Peer {
         }
 
         /** "PORT", "ADDR:PORT" or "[v6]:PORT" as a listening peer: the port is required, 1..65535. */
-        fun parseListen(text: String): Listen {
+        public fun parseListen(text: String): Listen {
             val t = text.trim()
             val (address, portText) = if (t.all(Char::isDigit)) null to t else splitHostPort(t) ?: (null to null)
             val port = portText?.toIntOrNull()?.takeIf { it in 1..65535 }

@@ -1,7 +1,7 @@
 package dev.rdmarun.dsl
 
 /** Longest stretch of peer text shown in one sentence: a peer cannot flood a terminal or a log. */
-const val MAX_PEER_TEXT = 300
+internal const val MAX_PEER_TEXT: Int = 300
 
 /**
  * Text that came from the peer (failure messages, parameter names and values, GIDs, frame types,
@@ -10,7 +10,7 @@ const val MAX_PEER_TEXT = 300
  * characters and lone surrogates become `\uXXXX`; text longer than [max] characters is cut with
  * a note of how much was left out. Every sentence that quotes the peer goes through here.
  */
-fun printable(text: String, max: Int = MAX_PEER_TEXT): String = buildString(minOf(text.length, max) + 16) {
+public fun printable(text: String, max: Int = MAX_PEER_TEXT): String = buildString(minOf(text.length, max) + 16) {
     var shown = 0
     var i = 0
     while (i < text.length) {

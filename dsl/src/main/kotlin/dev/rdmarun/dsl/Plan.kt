@@ -7,7 +7,7 @@ import java.util.EnumSet
  * What `connect(peer)` creates on this side, from the validated settings, before any device is
  * touched: what `rdma-run --check` prints ([describe]), and what the peers compare ([fingerprint]).
  */
-data class ScenarioPlan(
+public data class ScenarioPlan(
     val settings: ScenarioSettings,
     /** The peer given to `connect`. */
     val peer: Peer,
@@ -31,10 +31,10 @@ data class ScenarioPlan(
     val fingerprint: String by lazy { Fingerprint.of(this) }
 
     /** Lines both peers compare (and show) when fingerprints differ. */
-    fun canonicalLines(): List<String> = Fingerprint.canonicalLines(this)
+    public fun canonicalLines(): List<String> = Fingerprint.canonicalLines(this)
 
     /** What `--check` prints: the QPs, CQs and memory regions `connect` would create, with their sizes and access flags. */
-    fun describe(): String = buildString {
+    public fun describe(): String = buildString {
         val s = settings
         val engine = s.engineConfig()
         appendLine("scenario plan${if (peerGiven) " of the ${role.label}" else ""} (fingerprint ${fingerprint.take(16)})")

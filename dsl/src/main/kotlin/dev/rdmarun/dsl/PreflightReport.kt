@@ -9,7 +9,7 @@ import kotlinx.serialization.Serializable
  * its time bound.
  */
 @Serializable
-data class PreflightReport(
+public data class PreflightReport(
     val device: String,
     val rounds: Int,
     val exchanges: Long,
@@ -21,7 +21,7 @@ data class PreflightReport(
      * E.g. `pre-flight on soft0: 6 rounds of 1000 local exchanges in 1.9 s, until no compilation
      * for 0.5 s`; a round the bound cut short makes it `7 rounds, 6413 local exchanges in 10.0 s, ...`.
      */
-    fun describe(): String {
+    public fun describe(): String {
         val took = "%.1f s".format(java.util.Locale.ROOT, nanos / 1e9)
         val end = if (quiet) "until no compilation for ${"%.1f".format(java.util.Locale.ROOT, quietMillis / 1e3)} s"
             else "stopped at its time bound with the JIT still compiling"

@@ -9,7 +9,7 @@ import kotlinx.coroutines.runBlocking
  * What a launcher or an application passes besides the block: script parameters (compared with
  * the peer's and part of the fingerprint) and local overrides of device, GID index, port...
  */
-data class RdmaOptions(
+public data class RdmaOptions(
     val parameters: Map<String, String> = emptyMap(),
     val overrides: SettingsOverrides = SettingsOverrides(),
     /** Called at `connect` with what it is about to create, after validation and before any device is touched. */
@@ -44,16 +44,16 @@ data class RdmaOptions(
     val softTransport: SoftTransport? = null,
 ) {
     /** These parameters instead (for Java, which has no copy with named arguments). */
-    fun withParameters(parameters: Map<String, String>) = copy(parameters = parameters)
+    public fun withParameters(parameters: Map<String, String>): RdmaOptions = copy(parameters = parameters)
 
     /** This peer instead. */
-    fun withPeer(peer: Peer?) = copy(peer = peer)
+    public fun withPeer(peer: Peer?): RdmaOptions = copy(peer = peer)
 
     /** This control-connection token instead ([ControlToken.of]; null: the per-user secret). */
-    fun withToken(token: String?) = copy(token = token?.let { ControlToken.of(it) })
+    public fun withToken(token: String?): RdmaOptions = copy(token = token?.let { ControlToken.of(it) })
 
     /** This soft0 transport instead (null: [SoftTransport.configured]). */
-    fun withSoftTransport(softTransport: SoftTransport?) = copy(softTransport = softTransport)
+    public fun withSoftTransport(softTransport: SoftTransport?): RdmaOptions = copy(softTransport = softTransport)
 }
 
 /**
@@ -67,7 +67,7 @@ data class RdmaOptions(
  * [forThisThread], which wins on that thread (and threads it starts), so two scripts can run at
  * once in one JVM (`--loopback`: server and client).
  */
-object RdmaDefaults {
+public object RdmaDefaults {
     private class Launch(val options: RdmaOptions, val checkOnly: Boolean, val onResult: ((ScenarioResult) -> Unit)?)
 
     private val launch = InheritableThreadLocal<Launch?>()
@@ -81,19 +81,19 @@ object RdmaDefaults {
     @Volatile
     private var globalOnResult: ((ScenarioResult) -> Unit)? = null
 
-    var options: RdmaOptions
+    public var options: RdmaOptions
         get() = launch.get()?.options ?: globalOptions
         set(value) {
             globalOptions = value
         }
 
-    var checkOnly: Boolean
+    public var checkOnly: Boolean
         get() = launch.get()?.checkOnly ?: globalCheckOnly
         set(value) {
             globalCheckOnly = value
         }
 
-    var onResult: ((ScenarioResult) -> Unit)?
+    public var onResult: ((ScenarioResult) -> Unit)?
         get() {
             val l = launch.get()
             return if (l != null) l.onResult else globalOnResult
@@ -103,7 +103,7 @@ object RdmaDefaults {
         }
 
     /** Runs [block] (a script evaluation) with these defaults on the calling thread instead of the application-wide ones. */
-    fun <T> forThisThread(options: RdmaOptions, checkOnly: Boolean = false, onResult: ((ScenarioResult) -> Unit)? = null, block: () -> T): T {
+    public fun <T> forThisThread(options: RdmaOptions, checkOnly: Boolean = false, onResult: ((ScenarioResult) -> Unit)? = null, block: () -> T): T {
         val previous = launch.get()
         launch.set(Launch(options, checkOnly, onResult))
         try {
@@ -152,7 +152,7 @@ object RdmaDefaults {
  * [dev.rdmarun.runtime.engine.EngineException]s from an operation's call, or the runtime's
  * VerbsException.
  */
-fun rdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
+public fun rdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
     runBlocking { rdmaScope(options, block) }
 
 /**
@@ -170,7 +170,7 @@ fun rdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioSco
  * }
  * ```
  */
-suspend fun rdmaScope(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult {
+public suspend fun rdmaScope(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult {
     // Read once, on the caller's thread: the rest runs on the scenario's own thread.
     val checkOnly = RdmaDefaults.checkOnly
     val onResult = RdmaDefaults.onResult
@@ -192,7 +192,7 @@ suspend fun rdmaScope(options: RdmaOptions = RdmaDefaults.options, block: suspen
 /** [rdmaScope]'s former name: a `run` name reads like kotlinx's blocking `runBlocking`, where this one suspends as `coroutineScope` does. */
 @Deprecated("Renamed to rdmaScope, after kotlinx's coroutineScope: a run- name reads like the blocking runBlocking",
     ReplaceWith("rdmaScope(options, block)"))
-suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
+public suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
     rdmaScope(options, block)
 
 /** What reading `peer` says when neither a launcher nor the application gave one. */

@@ -30,7 +30,7 @@ import kotlinx.coroutines.runInterruptible
  * });
  * ```
  */
-object RdmaJava {
+public object RdmaJava {
     /**
      * Runs [scenario] as `rdma(options) { }` runs its block; blocks the caller until both sides
      * finished. A wait that outlived the scenario's timeout ends the run with an
@@ -41,7 +41,7 @@ object RdmaJava {
     @JvmStatic
     @JvmOverloads
     @Throws(TimeoutException::class)
-    fun run(options: RdmaOptions = RdmaDefaults.options, scenario: Consumer<JavaScenario>): ScenarioResult = rdma(options) {
+    public fun run(options: RdmaOptions = RdmaDefaults.options, scenario: Consumer<JavaScenario>): ScenarioResult = rdma(options) {
         val scope = this
         val thread = currentCoroutineContext()[ContinuationInterceptor]!!
         runInterruptible(Dispatchers.IO) { scenario.accept(JavaScenario(scope, thread)) }
@@ -55,84 +55,84 @@ private fun <T> on(thread: CoroutineContext, op: suspend () -> T): T = runBlocki
  * What [JavaScenario] and [JavaQp] share, as [CommonScope] for Java: the role, the parameters,
  * the rounds of a loop, and blocks for one side ([T]: the scope the blocks get).
  */
-abstract class JavaCommon<T : JavaCommon<T>> internal constructor(private val common: CommonScope, internal val thread: CoroutineContext) {
-    val isServer: Boolean get() = common.isServer
-    val isClient: Boolean get() = common.isClient
+public abstract class JavaCommon<T : JavaCommon<T>> internal constructor(private val common: CommonScope, internal val thread: CoroutineContext) {
+    public val isServer: Boolean get() = common.isServer
+    public val isClient: Boolean get() = common.isClient
 
     /** [CommonScope.param]: the parameter's value, else [default]. */
-    fun param(name: String, default: String) = common.param(name, default)
+    public fun param(name: String, default: String): String = common.param(name, default)
 
     /** [CommonScope.intParam]: the parameter as a whole number. */
-    fun intParam(name: String, default: Int) = common.intParam(name, default)
+    public fun intParam(name: String, default: Int): Int = common.intParam(name, default)
 
     /** [CommonScope.sizeParam]: the parameter as a size in bytes (4096, 4K, 1M). */
-    fun sizeParam(name: String, default: Int) = common.sizeParam(name, default)
+    public fun sizeParam(name: String, default: Int): Int = common.sizeParam(name, default)
 
     /** Runs [block] on the listening side only. */
-    fun server(block: Consumer<T>) {
+    public fun server(block: Consumer<T>) {
         @Suppress("UNCHECKED_CAST")
         if (isServer) block.accept(this as T)
     }
 
     /** Runs [block] on the connecting side only. */
-    fun client(block: Consumer<T>) {
+    public fun client(block: Consumer<T>) {
         @Suppress("UNCHECKED_CAST")
         if (isClient) block.accept(this as T)
     }
 
     /** [CommonScope.measureFromHere]: what this scope did so far was a warm-up. */
-    fun measureFromHere() = on(thread) { common.measureFromHere() }
+    public fun measureFromHere(): Unit = on(thread) { common.measureFromHere() }
 
     /** [CommonScope.roundsPlanned]: a loop is about to run [rounds] rounds (a launcher's progress line). */
-    fun roundsPlanned(rounds: Long) = on(thread) { common.roundsPlanned(rounds) }
+    public fun roundsPlanned(rounds: Long): Unit = on(thread) { common.roundsPlanned(rounds) }
 
     /** [CommonScope.roundDone]: a loop finished a round. */
-    fun roundDone() = on(thread) { common.roundDone() }
+    public fun roundDone(): Unit = on(thread) { common.roundDone() }
 }
 
 /** [ScenarioScope] for Java: the same settings and operations, each one blocking. */
-class JavaScenario internal constructor(private val s: ScenarioScope, thread: CoroutineContext) : JavaCommon<JavaScenario>(s, thread) {
-    fun device(name: String) = s.device(name)
-    fun port(port: Int) = s.port(port)
-    fun gidIndex(index: Int) = s.gidIndex(index)
-    fun qps(n: Int) = s.qps(n)
-    fun sharedCq() = s.sharedCq()
-    fun perQpCq() = s.perQpCq()
-    fun bufferSize(bytes: Int) = s.bufferSize(bytes)
-    fun bufferCount(n: Int) = s.bufferCount(n)
-    fun sendDepth(n: Int) = s.sendDepth(n)
-    fun recvDepth(n: Int) = s.recvDepth(n)
-    fun inboxDepth(n: Int) = s.inboxDepth(n)
-    fun mtu(bytes: Int) = s.mtu(bytes)
-    fun inlineThreshold(bytes: Int) = s.inlineThreshold(bytes)
-    fun signalEvery(n: Int) = s.signalEvery(n)
-    fun rnrRetry(n: Int) = s.rnrRetry(n)
+public class JavaScenario internal constructor(private val s: ScenarioScope, thread: CoroutineContext) : JavaCommon<JavaScenario>(s, thread) {
+    public fun device(name: String): Unit = s.device(name)
+    public fun port(port: Int): Unit = s.port(port)
+    public fun gidIndex(index: Int): Unit = s.gidIndex(index)
+    public fun qps(n: Int): Unit = s.qps(n)
+    public fun sharedCq(): Unit = s.sharedCq()
+    public fun perQpCq(): Unit = s.perQpCq()
+    public fun bufferSize(bytes: Int): Unit = s.bufferSize(bytes)
+    public fun bufferCount(n: Int): Unit = s.bufferCount(n)
+    public fun sendDepth(n: Int): Unit = s.sendDepth(n)
+    public fun recvDepth(n: Int): Unit = s.recvDepth(n)
+    public fun inboxDepth(n: Int): Unit = s.inboxDepth(n)
+    public fun mtu(bytes: Int): Unit = s.mtu(bytes)
+    public fun inlineThreshold(bytes: Int): Unit = s.inlineThreshold(bytes)
+    public fun signalEvery(n: Int): Unit = s.signalEvery(n)
+    public fun rnrRetry(n: Int): Unit = s.rnrRetry(n)
 
     @JvmOverloads
-    fun retry(count: Int, timeout: Int = 14) = s.retry(count, timeout)
-    fun completionMode(mode: CompletionMode) = s.completionMode(mode)
-    fun remoteAccess(vararg access: RemoteAccess) = s.remoteAccess(*access)
-    fun timeoutMillis(millis: Long) = s.timeout(millis.milliseconds)
+    public fun retry(count: Int, timeout: Int = 14): Unit = s.retry(count, timeout)
+    public fun completionMode(mode: CompletionMode): Unit = s.completionMode(mode)
+    public fun remoteAccess(vararg access: RemoteAccess): Unit = s.remoteAccess(*access)
+    public fun timeoutMillis(millis: Long): Unit = s.timeout(millis.milliseconds)
 
     /** [ScenarioScope.bufferReuse]: wait (default) or fail when an operation would spoil a buffer posted work uses. */
-    fun bufferReuse(reuse: BufferReuse) = s.bufferReuse(reuse)
+    public fun bufferReuse(reuse: BufferReuse): Unit = s.bufferReuse(reuse)
 
-    val peer: Peer get() = s.peer
+    public val peer: Peer get() = s.peer
 
     /** [ScenarioScope.qpCount]: the QP count set so far. */
-    val qpCount: Int get() = s.qpCount
+    public val qpCount: Int get() = s.qpCount
 
-    fun connect(peer: Peer) = on(thread) { s.connect(peer) }
-    fun barrier() = on(thread) { s.barrier() }
+    public fun connect(peer: Peer): Unit = on(thread) { s.connect(peer) }
+    public fun barrier(): Unit = on(thread) { s.barrier() }
 
     /** Runs [block] on QP [index], on this thread. */
-    fun qp(index: Int, block: Consumer<JavaQp>) {
+    public fun qp(index: Int, block: Consumer<JavaQp>) {
         val qp = on(thread) { s.qp(index) { this } }
         block.accept(JavaQp(qp, thread))
     }
 
     /** Runs [block] once per QP, each on a thread of its own (a virtual thread), and waits for all. */
-    fun forEachQp(block: Consumer<JavaQp>) {
+    public fun forEachQp(block: Consumer<JavaQp>) {
         val qps = (0 until s.qpCount).map { i -> on(thread) { s.qp(i) { this } } }
         Executors.newVirtualThreadPerTaskExecutor().use { pool ->
             val running = qps.map { qp ->
@@ -157,33 +157,33 @@ class JavaScenario internal constructor(private val s: ScenarioScope, thread: Co
 
     /** [ScenarioScope.send] on every QP; [buffer] follows [QpScope]'s buffer rule (waits for a read or atomic still filling it). */
     @JvmOverloads
-    fun send(size: Int = -1, buffer: Int = 0) = on(thread) { s.send(size, buffer) }
+    public fun send(size: Int = -1, buffer: Int = 0): Unit = on(thread) { s.send(size, buffer) }
 
     /** [ScenarioScope.sendWithImm]: a SEND with immediate data on every QP. */
     @JvmOverloads
-    fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0) = on(thread) { s.sendWithImm(imm, size, buffer) }
+    public fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0): Unit = on(thread) { s.sendWithImm(imm, size, buffer) }
 
     /** [ScenarioScope.receive]: one message from each QP, in QP order. */
     @JvmOverloads
-    fun receive(copyPayload: Boolean = true): List<Message> = on(thread) { s.receive(copyPayload) }
+    public fun receive(copyPayload: Boolean = true): List<Message> = on(thread) { s.receive(copyPayload) }
 
     /** [ScenarioScope.write]: an RDMA WRITE on every QP into the peer's buffer [remoteBuffer] of the same QP. */
     @JvmOverloads
-    fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.write(size, buffer, remoteBuffer) }
+    public fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0): Unit = on(thread) { s.write(size, buffer, remoteBuffer) }
 
     /** [ScenarioScope.writeWithImm]: an RDMA WRITE with immediate data on every QP. */
     @JvmOverloads
-    fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.writeWithImm(imm, size, buffer, remoteBuffer) }
+    public fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0): Unit = on(thread) { s.writeWithImm(imm, size, buffer, remoteBuffer) }
 
     /** [ScenarioScope.read]: an RDMA READ on every QP from the peer's buffer [remoteBuffer] of the same QP. */
     @JvmOverloads
-    fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0) = on(thread) { s.read(size, buffer, remoteBuffer) }
+    public fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0): Unit = on(thread) { s.read(size, buffer, remoteBuffer) }
 
     /** [ScenarioScope.awaitCompletion]: the oldest unawaited completion of each QP, in QP order. */
-    fun awaitCompletion(): List<Completion> = on(thread) { s.awaitCompletion() }
+    public fun awaitCompletion(): List<Completion> = on(thread) { s.awaitCompletion() }
 
     /** [ScenarioScope.awaitAll]: waits for every posted work request of every QP. */
-    fun awaitAll() = on(thread) { s.awaitAll() }
+    public fun awaitAll(): Unit = on(thread) { s.awaitAll() }
 }
 
 /**
@@ -192,18 +192,18 @@ class JavaScenario internal constructor(private val s: ScenarioScope, thread: Co
  * (`bufferReuse(BufferReuse.FAIL)`: fails at the call instead), and `send(byte[])` sends the bytes as
  * they are at the call.
  */
-class JavaQp internal constructor(private val q: QpScope, thread: CoroutineContext) : JavaCommon<JavaQp>(q, thread) {
-    val index: Int get() = q.index
-    val outstanding: Int get() = on(thread) { q.outstanding }
+public class JavaQp internal constructor(private val q: QpScope, thread: CoroutineContext) : JavaCommon<JavaQp>(q, thread) {
+    public val index: Int get() = q.index
+    public val outstanding: Int get() = on(thread) { q.outstanding }
 
     /**
      * [QpScope.measure]: records how long [block] takes, on this thread, in the latency section
      * [name] (the hand-offs of the operations in it included, as for any Java call).
      */
-    fun <T> measure(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = false)
+    public fun <T> measure(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = false)
 
     /** [QpScope.measureRoundTrip]: [measure] for a ping-pong's round trip (reported one way, with the round trip beside it). */
-    fun <T> measureRoundTrip(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = true)
+    public fun <T> measureRoundTrip(name: String, block: Supplier<T>): T = timed(name, block, roundTrip = true)
 
     private fun <T> timed(name: String, block: Supplier<T>, roundTrip: Boolean): T {
         val t0 = System.nanoTime()
@@ -215,50 +215,50 @@ class JavaQp internal constructor(private val q: QpScope, thread: CoroutineConte
     }
 
     @JvmOverloads
-    fun buffer(i: Int = 0): MemorySegment = q.buffer(i)
+    public fun buffer(i: Int = 0): MemorySegment = q.buffer(i)
 
     /** [QpScope.send]: the device reads [buffer] until it completes; it waits for a read or atomic still filling it (the buffer rule). */
     @JvmOverloads
-    fun send(size: Int = -1, buffer: Int = 0) = on(thread) { q.send(size, buffer) }
+    public fun send(size: Int = -1, buffer: Int = 0): Unit = on(thread) { q.send(size, buffer) }
 
     /** [QpScope.send] of [payload] as it is at the call: waits until no posted work uses [buffer], then copies it there. */
     @JvmOverloads
-    fun send(payload: ByteArray, buffer: Int = 0) = on(thread) { q.send(payload, buffer) }
+    public fun send(payload: ByteArray, buffer: Int = 0): Unit = on(thread) { q.send(payload, buffer) }
 
     /** [QpScope.sendWithImm]; [buffer] as in [send] (the buffer rule). */
     @JvmOverloads
-    fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0) = on(thread) { q.sendWithImm(imm, size, buffer) }
+    public fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0): Unit = on(thread) { q.sendWithImm(imm, size, buffer) }
     @JvmOverloads
-    fun receive(copyPayload: Boolean = true): Message = on(thread) { q.receive(copyPayload) }
+    public fun receive(copyPayload: Boolean = true): Message = on(thread) { q.receive(copyPayload) }
 
     /** [QpScope.write]: the device reads [buffer] until it completes; it waits for a read or atomic still filling it (the buffer rule). */
     @JvmOverloads
-    fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
+    public fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0): Unit =
         on(thread) { q.write(size, buffer, remoteQp, remoteBuffer, remoteOffset) }
 
     /** [QpScope.read]: the device fills [buffer] until it completes; it waits for a send, write or atomic still using it (the buffer rule). */
     @JvmOverloads
-    fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
+    public fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0): Unit =
         on(thread) { q.read(size, buffer, remoteQp, remoteBuffer, remoteOffset) }
 
     /** [QpScope.fetchAndAdd]: its old value comes in its own [Completion] and, at its completion, at offset 0 of [buffer] (never waits for it). */
     @JvmOverloads
-    fun fetchAndAdd(add: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
+    public fun fetchAndAdd(add: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0): Unit =
         on(thread) { q.fetchAndAdd(add, remoteQp, remoteBuffer, remoteOffset, buffer) }
 
     /** [QpScope.compareAndSwap]: its old value comes in its own [Completion] and, at its completion, at offset 0 of [buffer] (never waits for it). */
     @JvmOverloads
-    fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0) =
+    public fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0): Unit =
         on(thread) { q.compareAndSwap(compare, swap, remoteQp, remoteBuffer, remoteOffset, buffer) }
 
     /** [QpScope.writeWithImm]: an RDMA WRITE that also delivers [imm] to the peer's receive(). */
     @JvmOverloads
-    fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0) =
+    public fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = q.index, remoteBuffer: Int = 0, remoteOffset: Long = 0): Unit =
         on(thread) { q.writeWithImm(imm, size, buffer, remoteQp, remoteBuffer, remoteOffset) }
 
-    fun awaitCompletion(): Completion = on(thread) { q.awaitCompletion() }
+    public fun awaitCompletion(): Completion = on(thread) { q.awaitCompletion() }
 
     /** [QpScope.awaitCompletions]: the completions of the [n] oldest unawaited work requests, oldest first. */
-    fun awaitCompletions(n: Int): List<Completion> = on(thread) { q.awaitCompletions(n) }
-    fun awaitAll() = on(thread) { q.awaitAll() }
+    public fun awaitCompletions(n: Int): List<Completion> = on(thread) { q.awaitCompletions(n) }
+    public fun awaitAll(): Unit = on(thread) { q.awaitAll() }
 }

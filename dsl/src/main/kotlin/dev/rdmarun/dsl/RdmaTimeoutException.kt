@@ -44,7 +44,7 @@ import java.util.concurrent.TimeoutException
  *
  * Java: it is a checked exception; [RdmaJava.run] declares it.
  */
-class RdmaTimeoutException(message: String, cause: Throwable? = null) : TimeoutException(message) {
+public class RdmaTimeoutException(message: String, cause: Throwable? = null) : TimeoutException(message) {
     init {
         if (cause != null) initCause(cause)
     }

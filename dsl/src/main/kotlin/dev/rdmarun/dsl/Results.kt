@@ -9,7 +9,7 @@ private val RESULT_JSON = Json { prettyPrint = true }
 
 /** Latency percentiles of one histogram, in nanoseconds. */
 @Serializable
-data class LatencySummary(
+public data class LatencySummary(
     val count: Long,
     val minNanos: Long,
     val meanNanos: Double,
@@ -31,8 +31,8 @@ data class LatencySummary(
      */
     val bytesPerSample: Long? = null,
 ) {
-    companion object {
-        fun of(h: Histogram): LatencySummary? = if (h.totalCount == 0L) null else LatencySummary(
+    public companion object {
+        public fun of(h: Histogram): LatencySummary? = if (h.totalCount == 0L) null else LatencySummary(
             count = h.totalCount,
             minNanos = h.minValue,
             meanNanos = h.mean,
@@ -52,7 +52,7 @@ data class LatencySummary(
         }
 
         /** The histogram of [histogram] back (nanoseconds). */
-        fun decode(histogram: String): Histogram =
+        public fun decode(histogram: String): Histogram =
             Histogram.decodeFromCompressedByteBuffer(java.nio.ByteBuffer.wrap(java.util.Base64.getDecoder().decode(histogram)), 0)
     }
 }
@@ -65,7 +65,7 @@ data class LatencySummary(
  * completion): their numbers are on the peer's side.
  */
 @Serializable
-data class TrafficResult(
+public data class TrafficResult(
     val qp: Int?,
     val bytesSent: Long,
     val bytesReceived: Long,
@@ -86,7 +86,7 @@ data class TrafficResult(
  * they were recorded.
  */
 @Serializable
-data class QpConnection(
+public data class QpConnection(
     val index: Int,
     val localQpn: Int,
     val remoteQpn: Int,
@@ -109,7 +109,7 @@ data class QpConnection(
  * TX depth, CQ moderation and max inline data) are null in documents written before they were recorded.
  */
 @Serializable
-data class ConnectionInfo(
+public data class ConnectionInfo(
     val device: String,
     /** True for soft0, rdma-run's software provider. */
     val software: Boolean,
@@ -135,7 +135,7 @@ data class ConnectionInfo(
  * completed), so both peers divide by comparable times.
  */
 @Serializable
-data class ScenarioResult(
+public data class ScenarioResult(
     val role: Role,
     val device: String,
     val durationNanos: Long,
@@ -158,17 +158,17 @@ data class ScenarioResult(
 ) {
     val seconds: Double get() = durationNanos / 1e9
 
-    fun toJson(): String = RESULT_JSON.encodeToString(serializer(), this)
+    public fun toJson(): String = RESULT_JSON.encodeToString(serializer(), this)
 
-    companion object {
+    public companion object {
         /** The result of a run that did not happen (`--check`): no traffic. */
-        fun empty(role: Role, device: String, qps: Int): ScenarioResult {
+        public fun empty(role: Role, device: String, qps: Int): ScenarioResult {
             val none = List(qps) { QpCounters() }
             return QpCounters.result(role, device, 0, none)
         }
 
         /** The header of rdma-run's own latency lines (after perftest's block): a label, then perftest's figures. */
-        val OWN_LATENCY_HEADER: String = String.format(Locale.ROOT, OWN_LAT_ROW, "latency", "#bytes", "#samples", "t_min[usec]", "t_max[usec]",
+        public val OWN_LATENCY_HEADER: String = String.format(Locale.ROOT, OWN_LAT_ROW, "latency", "#bytes", "#samples", "t_min[usec]", "t_max[usec]",
             "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99%[usec]", "99.9%[usec]")
     }
 
@@ -233,7 +233,7 @@ data class ScenarioResult(
      * Every rate in it is in the one unit [gbits] chooses.
      */
     @JvmOverloads
-    fun table(gbits: Boolean = false, peakBytesPerSecond: Double? = null, title: String? = null): String = buildString {
+    public fun table(gbits: Boolean = false, peakBytesPerSecond: Double? = null, title: String? = null): String = buildString {
         appendLine(sideLine())
         appendLine(perftestBanner(title))
         perftestHeader(gbits)?.let { header ->
@@ -246,7 +246,7 @@ data class ScenarioResult(
     }
 
     /** `client on soft0: 1 QP, 0.184 s`: the side, device, QPs and the measured time. */
-    fun sideLine(): String =
+    public fun sideLine(): String =
         String.format(Locale.ROOT, "%s on %s: %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds)
 
     /**
@@ -258,10 +258,10 @@ data class ScenarioResult(
      * the dashed line; then the QPs' address and GID lines and a dashed line. Without a connection
      * (`--check`), only what is known.
      */
-    fun perftestBanner(title: String? = null): String = PerftestFormat.banner(this, title)
+    public fun perftestBanner(title: String? = null): String = PerftestFormat.banner(this, title)
 
     /** perftest's header of this side's result block, or null when it has none (the side of a latency test that measured no section). */
-    fun perftestHeader(gbits: Boolean = false): String? = when {
+    public fun perftestHeader(gbits: Boolean = false): String? = when {
         !latencyTest -> PerftestFormat.bandwidthHeader(gbits)
         sections.isNotEmpty() -> PerftestFormat.LATENCY_HEADER
         else -> null
@@ -269,7 +269,7 @@ data class ScenarioResult(
 
     /** The row under [perftestHeader] (see [table]), or null with it. */
     @JvmOverloads
-    fun perftestRow(gbits: Boolean = false, peakBytesPerSecond: Double? = null): String? {
+    public fun perftestRow(gbits: Boolean = false, peakBytesPerSecond: Double? = null): String? {
         if (!latencyTest) {
             val average = bytesPerSecond
             val peak = peakBytesPerSecond?.let { PerftestFormat.rate(maxOf(it, average), gbits) } ?: 0.0
@@ -287,7 +287,7 @@ data class ScenarioResult(
      * unit, work-request latency), messages no receive() took, the latencies perftest's block does
      * not show ([ownLatencyRows] under [OWN_LATENCY_HEADER]), then the pre-flight and warm-up lines.
      */
-    fun ownLines(gbits: Boolean = false): List<String> = buildList {
+    public fun ownLines(gbits: Boolean = false): List<String> = buildList {
         latencyNote()?.let { add(it) }
         connection?.let { c ->
             add(String.format(Locale.ROOT, " Device: %s%s, firmware %s, port %d, link %s, transport %s, MTU %d, GID index %d",
@@ -303,7 +303,7 @@ data class ScenarioResult(
     }
 
     /** For a latency test, the line that says which latency perftest's block shows (or that this side has none); null for a bandwidth test. */
-    fun latencyNote(): String? {
+    public fun latencyNote(): String? {
         if (!latencyTest) return null
         val lead = leadingSection
         return when {
@@ -314,7 +314,7 @@ data class ScenarioResult(
     }
 
     /** rdma-run's per-QP traffic table (one row per QP when there are several, then the total), rates in MB/sec or, with [gbits], Gb/sec. */
-    fun trafficLines(gbits: Boolean = false): List<String> = buildList {
+    public fun trafficLines(gbits: Boolean = false): List<String> = buildList {
         val unit = PerftestFormat.unit(gbits)
         add(String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
             "BW out[$unit]", "BW in[$unit]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]"))
@@ -335,10 +335,10 @@ data class ScenarioResult(
      * round trip for a `measureRoundTrip` one), then the work requests' post-to-completion latency
      * (`#samples`: the signaled work requests it timed).
      */
-    fun ownLatencyRows(): List<String> = ownLatencies().map { it.second }
+    public fun ownLatencyRows(): List<String> = ownLatencies().map { it.second }
 
     /** [ownLatencyRows] with their labels (`rtt RTT`, `work requests`). */
-    fun ownLatencies(): List<Pair<String, String>> = buildList {
+    public fun ownLatencies(): List<Pair<String, String>> = buildList {
         val lead = if (latencyTest) leadingSection?.first else null
         fun row(label: String, l: LatencySummary, d: Double) = add(label to String.format(Locale.ROOT, OWN_LAT_ROW, label, l.bytesPerSample ?: averageMessageSize, l.count,
             fixed(l.minNanos / d / 1000, 2), fixed(l.maxNanos / d / 1000, 2), fixed(l.p50Nanos / d / 1000, 2),
@@ -357,14 +357,14 @@ data class ScenarioResult(
     }
 
     /** The pre-flight line and the warm-up lines, without indentation. */
-    fun notes(): List<String> =
+    public fun notes(): List<String> =
         listOfNotNull(preflight?.let { "${it.describe()} (before connecting; in no figure)" }) + warmupLines()
 
     /**
      * The warm-up lines of [table]: one per loop, or one and a count when several QPs' loops did
      * the same; a warm-up that left out something measured always has its line.
      */
-    fun warmupLines(): List<String> {
+    public fun warmupLines(): List<String> {
         if (warmup.size <= 2) return warmup.map { it.describe() }
         val first = warmup.first()
         val lost = warmup.drop(1).filter { it.leftOutMeasured }

@@ -5,10 +5,10 @@ import kotlin.time.Duration
 
 /** Keeps an outer scope's members out of a nested block (no `send()` of the scenario inside `qp(0) { }`). */
 @DslMarker
-annotation class RdmaDsl
+public annotation class RdmaDsl
 
 /** The kinds of work request (`send`, `write`, `fetchAndAdd`, ...), as a [Completion] names them. */
-typealias OpKind = dev.rdmarun.runtime.engine.OpKind
+public typealias OpKind = dev.rdmarun.runtime.engine.OpKind
 
 /**
  * What every scope offers: the role, parameters and loops.
@@ -18,18 +18,18 @@ typealias OpKind = dev.rdmarun.runtime.engine.OpKind
  * data.
  */
 @RdmaDsl
-interface CommonScope {
+public interface CommonScope {
     /** This side listens (`--listen`, [Peer.listen]): the server. Known before `connect` when the launcher gave the peer. */
-    val isServer: Boolean
+    public val isServer: Boolean
 
     /** This side connects (`--peer`, [Peer.connect]): the client. */
-    val isClient: Boolean
+    public val isClient: Boolean
 
     /** Parameter value given by the launcher (--set NAME=VALUE) or the application, else [default]. */
-    fun param(name: String, default: String): String
+    public fun param(name: String, default: String): String
 
     /** [param] as a whole number; anything else is an error that names the parameter. */
-    fun intParam(name: String, default: Int): Int =
+    public fun intParam(name: String, default: Int): Int =
         param(name, default.toString()).let { it.toIntOrNull() ?: throw ScenarioException("parameter $name must be a whole number, not '${printable(it)}'") }
 
     /**
@@ -37,13 +37,13 @@ interface CommonScope {
      * left out of every figure of the results (bytes, work requests, messages, rates, latencies,
      * `measure` sections, and the duration). `repeat { }` and `runFor` call it after their warm-up.
      */
-    fun measureFromHere()
+    public fun measureFromHere()
 
     /** `repeat { }` is about to run [rounds] rounds (for a launcher's progress line and its ETA). */
-    fun roundsPlanned(rounds: Long)
+    public fun roundsPlanned(rounds: Long)
 
     /** `repeat { }` finished a round. */
-    fun roundDone()
+    public fun roundDone()
 
     /**
      * [param] as a size in bytes: a whole number, or one with a suffix K, M or G (KiB, MiB, GiB:
@@ -51,7 +51,7 @@ interface CommonScope {
      * In the scenario's block before connect, `sizeParam("size", n)` also makes n the buffer size
      * when the script calls no bufferSize(n) and `-s` gives none.
      */
-    fun sizeParam(name: String, default: Int): Int =
+    public fun sizeParam(name: String, default: Int): Int =
         param(name, default.toString()).let {
             StandardParameters.parseSize(it)
                 ?: throw ScenarioException("parameter $name must be a size in bytes like 4096, 4K or 1M, not '${printable(it)}'")
@@ -92,13 +92,13 @@ interface CommonScope {
  * and warm-up and measurement run the same compiled loop. `repeat(n) { }` is Kotlin's: a loop of
  * your own is not warmed up (call [CommonScope.measureFromHere] after a warm-up of your own).
  */
-suspend inline fun CommonScope.repeat(block: () -> Unit) = loop(repeatLoop(null), block)
+public suspend inline fun CommonScope.repeat(block: () -> Unit): Unit = loop(repeatLoop(null), block)
 
 /**
  * Repeats [block] until [duration] has passed, after warm-up rounds as [repeat] runs them
  * (parameter `warmup`); inline: nothing is allocated per iteration.
  */
-suspend inline fun CommonScope.runFor(duration: Duration, block: () -> Unit) =
+public suspend inline fun CommonScope.runFor(duration: Duration, block: () -> Unit): Unit =
     loop(repeatLoop(if (duration.isInfinite()) Long.MAX_VALUE else duration.inWholeNanoseconds.coerceAtLeast(0)), block)
 
 /** The rounds [loop] gives, each [block] run that many times or until the round's end time. */
@@ -148,33 +148,33 @@ internal suspend inline fun CommonScope.loop(loop: RepeatLoop, block: () -> Unit
  * `withTimeoutOrNull`) ends just that wait, which then took nothing (see [RdmaTimeoutException]).
  */
 @RdmaDsl
-interface QpScope : CommonScope {
+public interface QpScope : CommonScope {
     /** This QP's index, 0 until qps - 1. */
-    val index: Int
+    public val index: Int
 
     /** Runs [block] on the listening side only. */
-    suspend fun server(block: suspend QpScope.() -> Unit)
+    public suspend fun server(block: suspend QpScope.() -> Unit)
 
     /** Runs [block] on the connecting side only. */
-    suspend fun client(block: suspend QpScope.() -> Unit)
+    public suspend fun client(block: suspend QpScope.() -> Unit)
 
     /** Buffer [i] of this QP's data region (the send source, write source, read target). */
-    fun buffer(i: Int = 0): MemorySegment
+    public fun buffer(i: Int = 0): MemorySegment
 
     /**
      * Posts a SEND of the first [size] bytes of [buffer] (default: all of it). The device reads
      * [buffer] until the SEND completes; it waits first for a read or atomic still filling it (the buffer rule).
      */
-    suspend fun send(size: Int = -1, buffer: Int = 0)
+    public suspend fun send(size: Int = -1, buffer: Int = 0)
 
     /**
      * Sends [payload] as it is at the call: waits until no posted work uses [buffer] (the buffer
      * rule, whatever `bufferReuse` says), copies [payload] into it and posts a SEND of it.
      */
-    suspend fun send(payload: ByteArray, buffer: Int = 0)
+    public suspend fun send(payload: ByteArray, buffer: Int = 0)
 
     /** Posts a SEND with 32-bit immediate data; [buffer] as in [send] (the buffer rule). */
-    suspend fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
+    public suspend fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
 
     /**
      * The next message the peer sent on this QP (waits for it). Messages that arrive before a
@@ -188,23 +188,23 @@ interface QpScope : CommonScope {
      * message needs (perftest's latency tests never read the data): copying a 4 KiB payload costs
      * more than the rest of a receive.
      */
-    suspend fun receive(copyPayload: Boolean = true): Message
+    public suspend fun receive(copyPayload: Boolean = true): Message
 
     /**
      * Posts an RDMA WRITE of [buffer] into the peer's buffer (needs the peer's remoteAccess(WRITE)).
      * The device reads [buffer] until it completes; it waits first for a read or atomic still filling it (the buffer rule).
      */
-    suspend fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
+    public suspend fun write(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
     /** Posts an RDMA WRITE that also delivers [imm] to the peer's receive() (needs remoteAccess(WRITE)); [buffer] as in [write]. */
-    suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
+    public suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
     /**
      * Posts an RDMA READ of the peer's buffer into [buffer] (needs the peer's remoteAccess(READ)).
      * The device fills [buffer] until it completes; it waits first for a send or write still
      * reading it and for an atomic whose old value goes there (the buffer rule).
      */
-    suspend fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
+    public suspend fun read(size: Int = -1, buffer: Int = 0, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0)
 
     /**
      * Posts a 64-bit compare-and-swap on the peer's word at [remoteOffset] (8-byte aligned; needs
@@ -212,20 +212,20 @@ interface QpScope : CommonScope {
      * its completion, at offset 0 of [buffer]. Atomics in flight never share a result (each has a
      * word of its own), so they do not wait for each other (the buffer rule).
      */
-    suspend fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
+    public suspend fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
 
     /**
      * Posts a 64-bit fetch-and-add on the peer's word; the old value comes back in this work
      * request's [Completion] and at offset 0 of [buffer], as for [compareAndSwap] (the buffer rule).
      */
-    suspend fun fetchAndAdd(add: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
+    public suspend fun fetchAndAdd(add: Long, remoteQp: Int = index, remoteBuffer: Int = 0, remoteOffset: Long = 0, buffer: Int = 0)
 
     /**
      * Waits for the oldest posted work request not yet awaited and returns its completion (with
      * `signalEvery(n)`, a work request that is not signaled is known complete once a later one is).
      * Calling it with nothing outstanding is an error.
      */
-    suspend fun awaitCompletion(): Completion
+    public suspend fun awaitCompletion(): Completion
 
     /**
      * Waits for the [n] oldest posted work requests not yet awaited and returns their completions,
@@ -243,22 +243,22 @@ interface QpScope : CommonScope {
      * for all [n]; `withTimeout` around the call cancels it as a whole, and the completions it
      * awaited by then are awaited (they do not come back).
      */
-    suspend fun awaitCompletions(n: Int): List<Completion>
+    public suspend fun awaitCompletions(n: Int): List<Completion>
 
     /** Waits for every posted work request. */
-    suspend fun awaitAll()
+    public suspend fun awaitAll()
 
     /** Work requests posted and not yet awaited. */
-    val outstanding: Int
+    public val outstanding: Int
 
     /** Records how long [block] takes in the latency section [name] of the results. */
-    suspend fun <T> measure(name: String, block: suspend () -> T): T
+    public suspend fun <T> measure(name: String, block: suspend () -> T): T
 
     /**
      * [measure] for a ping-pong's round trip: the results report section [name] one way (half the
      * round trip, as perftest's latency tests do) with the round trip beside it.
      */
-    suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T
+    public suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T
 }
 
 /**
@@ -267,31 +267,31 @@ interface QpScope : CommonScope {
  * `forEachQp { }` address QPs one by one.
  */
 @RdmaDsl
-interface ScenarioScope : CommonScope {
+public interface ScenarioScope : CommonScope {
     // ---- settings (before connect; after it they are an error) ----
-    fun device(name: String)
-    fun port(port: Int)
-    fun gidIndex(index: Int)
-    fun qps(n: Int)
-    fun sharedCq()
-    fun perQpCq()
-    fun bufferSize(bytes: Int)
-    fun bufferCount(n: Int)
-    fun sendDepth(n: Int)
-    fun recvDepth(n: Int)
+    public fun device(name: String)
+    public fun port(port: Int)
+    public fun gidIndex(index: Int)
+    public fun qps(n: Int)
+    public fun sharedCq()
+    public fun perQpCq()
+    public fun bufferSize(bytes: Int)
+    public fun bufferCount(n: Int)
+    public fun sendDepth(n: Int)
+    public fun recvDepth(n: Int)
 
     /** Messages per QP held for a later receive() beyond the posted receives (default 1024; 0: only the receive slots). */
-    fun inboxDepth(n: Int)
-    fun mtu(bytes: Int)
-    fun inlineThreshold(bytes: Int)
+    public fun inboxDepth(n: Int)
+    public fun mtu(bytes: Int)
+    public fun inlineThreshold(bytes: Int)
 
     /** Signals one work request in [n] (selective signaling, as perftest's cq_mod). */
-    fun signalEvery(n: Int)
-    fun rnrRetry(n: Int)
+    public fun signalEvery(n: Int)
+    public fun rnrRetry(n: Int)
 
     /** ACK timeout exponent (4.096 us * 2^timeout) and transport retry count. */
-    fun retry(count: Int, timeout: Int = 14)
-    fun completionMode(mode: CompletionMode)
+    public fun retry(count: Int, timeout: Int = 14)
+    public fun completionMode(mode: CompletionMode)
 
     /**
      * What the peer may do to this side's data buffers (default: nothing): the buffers are
@@ -299,41 +299,41 @@ interface ScenarioScope : CommonScope {
      * without them. Declare it on the side whose buffers are the target (`if (isServer)`), or on
      * both.
      */
-    fun remoteAccess(vararg access: RemoteAccess)
+    public fun remoteAccess(vararg access: RemoteAccess)
 
     /**
      * Bound on waits: connecting, the handshake, and any wait during which the peer makes no
      * progress. A wait that outlives it throws an [RdmaTimeoutException], which ends the scenario.
      */
-    fun timeout(duration: Duration)
+    public fun timeout(duration: Duration)
 
     /**
      * What an operation does when it would spoil a buffer posted work still uses (see [QpScope]'s
      * buffer rule): [BufferReuse.WAIT] (default) waits for that work, [BufferReuse.FAIL] fails at the call.
      */
-    fun bufferReuse(reuse: BufferReuse)
+    public fun bufferReuse(reuse: BufferReuse)
 
     /** The QP count set so far. */
-    val qpCount: Int
+    public val qpCount: Int
 
     /** Runs [block] on the listening side only. */
-    suspend fun server(block: suspend ScenarioScope.() -> Unit)
+    public suspend fun server(block: suspend ScenarioScope.() -> Unit)
 
     /** Runs [block] on the connecting side only. */
-    suspend fun client(block: suspend ScenarioScope.() -> Unit)
+    public suspend fun client(block: suspend ScenarioScope.() -> Unit)
 
     /**
      * The peer the launcher (`--listen`, `--peer`, `--loopback`) or the application
      * ([RdmaOptions.peer]) gave, for `connect(peer)`. Reading it when none was given is a
      * [ScenarioException].
      */
-    val peer: Peer
+    public val peer: Peer
 
     /**
      * Validates the settings (before any device is touched), then opens the device, creates the
      * verbs objects and connects every QP to the peer's over the control connection [peer].
      */
-    suspend fun connect(peer: Peer)
+    public suspend fun connect(peer: Peer)
 
     /**
      * Waits until the peer reaches its matching barrier (over the control connection); first this
@@ -341,34 +341,34 @@ interface ScenarioScope : CommonScope {
      * the peer has made no progress for `timeout`. Not one to cancel alone (`withTimeout` around
      * it): the peer's barrier frame would then meet this side's next barrier, out of step.
      */
-    suspend fun barrier()
+    public suspend fun barrier()
 
     /** Runs [block] on QP [index]. */
-    suspend fun <T> qp(index: Int, block: suspend QpScope.() -> T): T
+    public suspend fun <T> qp(index: Int, block: suspend QpScope.() -> T): T
 
     /** Runs [block] once per QP, each in its own coroutine, and waits for all. */
-    suspend fun forEachQp(block: suspend QpScope.() -> Unit)
+    public suspend fun forEachQp(block: suspend QpScope.() -> Unit)
 
     // ---- operations on every QP (each follows [QpScope]'s buffer rule on its QP) ----
     /** [QpScope.send] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
-    suspend fun send(size: Int = -1, buffer: Int = 0)
+    public suspend fun send(size: Int = -1, buffer: Int = 0)
 
     /** [QpScope.sendWithImm] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
-    suspend fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
+    public suspend fun sendWithImm(imm: Int, size: Int = -1, buffer: Int = 0)
 
     /** One message from each QP, in QP order ([copyPayload] as in [QpScope.receive]). */
-    suspend fun receive(copyPayload: Boolean = true): List<Message>
+    public suspend fun receive(copyPayload: Boolean = true): List<Message>
 
     /** [QpScope.write] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
-    suspend fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+    public suspend fun write(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
 
     /** [QpScope.writeWithImm] on every QP (the buffer rule: waits for a read or atomic still filling [buffer]). */
-    suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+    public suspend fun writeWithImm(imm: Int, size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
 
     /** [QpScope.read] on every QP (the buffer rule: waits for a send, write or atomic still using [buffer]). */
-    suspend fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
+    public suspend fun read(size: Int = -1, buffer: Int = 0, remoteBuffer: Int = 0)
 
     /** The oldest unawaited completion of each QP, in QP order. */
-    suspend fun awaitCompletion(): List<Completion>
-    suspend fun awaitAll()
+    public suspend fun awaitCompletion(): List<Completion>
+    public suspend fun awaitAll()
 }

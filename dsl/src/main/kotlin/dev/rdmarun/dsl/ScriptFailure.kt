@@ -10,7 +10,7 @@ import java.io.IOException
  * number of [lines]: a frame past them is code the compiler inlined from the DSL (`repeat { }`),
  * not a line of the script.
  */
-data class ScriptSource(val path: String, val fileName: String, val lines: Int = Int.MAX_VALUE)
+public data class ScriptSource(val path: String, val fileName: String, val lines: Int = Int.MAX_VALUE)
 
 /**
  * The line of [script] that threw [cause], if the script's own code threw it: any exception with
@@ -18,7 +18,7 @@ data class ScriptSource(val path: String, val fileName: String, val lines: Int =
  * sentences say what happened), which count only when the script itself threw them (a
  * `throw ScenarioException("...")` of its own: its innermost frame is the script's).
  */
-fun scriptLine(cause: Throwable, script: ScriptSource): Int? {
+public fun scriptLine(cause: Throwable, script: ScriptSource): Int? {
     if (cause is java.util.concurrent.CancellationException || cause is PeerException) return null
     val trace = cause.stackTrace
     val dsl = cause is ScenarioException || cause is VerbsException || cause is EngineException || cause is IOException ||
@@ -33,7 +33,7 @@ fun scriptLine(cause: Throwable, script: ScriptSource): Int? {
  * `script failed at FILE:LINE: Type: message` (the message escaped, as any text that may reach a
  * peer or a terminal): the same words for this side's launcher and, in its failure report, the peer.
  */
-fun describeFailure(cause: Throwable, script: ScriptSource?): String {
+public fun describeFailure(cause: Throwable, script: ScriptSource?): String {
     val line = script?.let { scriptLine(cause, it) } ?: return describeFailure(cause)
     val type = cause.javaClass.simpleName.ifEmpty { cause.javaClass.name }
     val hint = (cause as? ScenarioException)?.hint?.let { "\n  hint: ${printable(it)}" } ?: ""

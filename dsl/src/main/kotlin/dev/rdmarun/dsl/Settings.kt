@@ -9,11 +9,11 @@ import kotlinx.serialization.Serializable
 
 /** Where completions of the QPs go: one CQ for all (the seeds' layout) or one per QP. */
 @Serializable
-enum class CqMode { SHARED, PER_QP }
+public enum class CqMode { SHARED, PER_QP }
 
 /** How the dispatcher thread waits for completions (see [IdleMode]). */
 @Serializable
-enum class CompletionMode(val idleMode: IdleMode) {
+public enum class CompletionMode(public val idleMode: IdleMode) {
     /**
      * Spin on the CQs: lowest latency, one core at 100% while this side's block runs. While the
      * side waits for its peer to connect, and once the block has returned and it only waits for
@@ -35,7 +35,7 @@ enum class CompletionMode(val idleMode: IdleMode) {
  * `send(buffer = 0)` while a `read(buffer = 0)` is): `bufferReuse(...)` chooses.
  */
 @Serializable
-enum class BufferReuse {
+public enum class BufferReuse {
     /** The operation waits until that work has completed, then posts (the default: the data is what the script wrote). */
     WAIT,
 
@@ -45,7 +45,7 @@ enum class BufferReuse {
 
 /** What the peer may do to this side's data buffers, as `remoteAccess(...)` declares it (default: nothing). */
 @Serializable
-enum class RemoteAccess(val access: Access) {
+public enum class RemoteAccess(public val access: Access) {
     /** The peer may write() and writeWithImm() into them. */
     WRITE(Access.REMOTE_WRITE),
 
@@ -56,9 +56,9 @@ enum class RemoteAccess(val access: Access) {
     ATOMIC(Access.REMOTE_ATOMIC),
     ;
 
-    companion object {
+    public companion object {
         /** The declaration that grants [access], for sentences. */
-        fun granting(access: Access): RemoteAccess = entries.first { it.access == access }
+        public fun granting(access: Access): RemoteAccess = entries.first { it.access == access }
     }
 }
 
@@ -73,7 +73,7 @@ enum class RemoteAccess(val access: Access) {
  * everything else is part of the scenario and must match the peer's.
  */
 @Serializable
-data class ScenarioSettings(
+public data class ScenarioSettings(
     /** RDMA device name; null: the first device. */
     val device: String? = null,
     val port: Int = 1,
@@ -119,7 +119,7 @@ data class ScenarioSettings(
     val dataBytes: Long get() = bufferSize.toLong() * bufferCount
 
     /** The engine's shape for each QP. */
-    fun engineConfig(): EngineConfig = EngineConfig(bufferSize, bufferCount, sendDepth, recvDepth, inboxDepth, signalEvery, inlineThreshold)
+    public fun engineConfig(): EngineConfig = EngineConfig(bufferSize, bufferCount, sendDepth, recvDepth, inboxDepth, signalEvery, inlineThreshold)
 
     /** The settings both peers must agree on: what goes into the scenario fingerprint. */
     internal fun shared(): Map<String, String> = linkedMapOf(
@@ -143,14 +143,14 @@ data class ScenarioSettings(
  * Local choices given outside the scenario (a launcher's -d/-g/-i options): they win over what
  * the scenario says, so the same script runs on hosts with different devices.
  */
-data class SettingsOverrides(
+public data class SettingsOverrides(
     val device: String? = null,
     val gidIndex: Int? = null,
     val port: Int? = null,
     val completionMode: CompletionMode? = null,
     val timeout: Duration? = null,
 ) {
-    fun applyTo(s: ScenarioSettings): ScenarioSettings = s.copy(
+    public fun applyTo(s: ScenarioSettings): ScenarioSettings = s.copy(
         device = device ?: s.device,
         gidIndex = gidIndex ?: s.gidIndex,
         port = port ?: s.port,

@@ -10,46 +10,46 @@ package dev.rdmarun.dsl
  * `bufferSize(n)` (so `send()` moves [SIZE] bytes). A script reads them as it reads any parameter
  * (`sizeParam("size", 4096)`) to use them otherwise.
  */
-object StandardParameters {
+public object StandardParameters {
     /** Message size in bytes (`-s`), suffixes allowed: `4K`, `1M`. */
-    const val SIZE = "size"
+    public const val SIZE: String = "size"
 
     /** Rounds of `repeat { }` (`-n`). */
-    const val ITERATIONS = "iterations"
+    public const val ITERATIONS: String = "iterations"
 
     /**
      * The warm-up of each loop, left out of every figure: `auto` (default) for rounds of `repeat { }`
      * and `runFor` until the JIT is quiet, `0` for none (the cold figure: the loop's first iterations,
      * after connect's pre-flight), `N` for N iterations of each loop.
      */
-    const val WARMUP = "warmup"
+    public const val WARMUP: String = "warmup"
 
     /**
      * connect's pre-flight warm-up on two local QPs, before it meets the peer: `auto` (default) or
      * `0` for none (with `warmup=0`, the figures of a JVM that has run nothing yet).
      */
-    const val PREFLIGHT = "preflight"
+    public const val PREFLIGHT: String = "preflight"
 
     /** Seconds `repeat { }` runs for instead (`-D`). */
-    const val SECONDS = "seconds"
+    public const val SECONDS: String = "seconds"
 
     /** QPs (`-q`). */
-    const val QPS = "qps"
+    public const val QPS: String = "qps"
 
     /** Send queue depth (`-t`). */
-    const val DEPTH = "depth"
+    public const val DEPTH: String = "depth"
 
     /** Largest inline send or write in bytes (`-I`). */
-    const val INLINE = "inline"
+    public const val INLINE: String = "inline"
 
     /** Path MTU cap in bytes, 256..4096 (`-m`): part of the scenario, since both ends of a QP must use one MTU. */
-    const val MTU = "mtu"
+    public const val MTU: String = "mtu"
 
     /** One work request in this many is signaled (`-Q`, perftest's cq_mod; the samples' `signal`). */
-    const val SIGNAL = "signal"
+    public const val SIGNAL: String = "signal"
 
     /** The names the DSL reads at `connect(peer)` in every scenario. */
-    val READ_AT_CONNECT: List<String> = listOf(QPS, DEPTH, INLINE, MTU, SIGNAL)
+    public val READ_AT_CONNECT: List<String> = listOf(QPS, DEPTH, INLINE, MTU, SIGNAL)
 
     private val SIZE_TEXT = Regex("(\\d+)\\s*([kmg]i?b?|b)?", RegexOption.IGNORE_CASE)
 
@@ -57,7 +57,7 @@ object StandardParameters {
      * `4096`, `4K`, `4KiB`, `1M`, `1g` (powers of 1024) as bytes; null when [text] is not such a
      * size or does not fit in an Int.
      */
-    fun parseSize(text: String): Int? {
+    public fun parseSize(text: String): Int? {
         val m = SIZE_TEXT.matchEntire(text.trim()) ?: return null
         val shift = when (m.groupValues[2].firstOrNull()?.lowercaseChar()) {
             'k' -> 10

@@ -9,13 +9,13 @@ import dev.rdmarun.runtime.engine.EngineException
  * A scenario that cannot run as written, or a peer that does not match: one sentence saying what
  * and, where it helps, how to fix it. Launchers print [message] without a stack trace.
  */
-open class ScenarioException @JvmOverloads constructor(message: String, cause: Throwable? = null, val hint: String? = null) : RuntimeException(message, cause) {
+public open class ScenarioException @JvmOverloads constructor(message: String, cause: Throwable? = null, public val hint: String? = null) : RuntimeException(message, cause) {
     /** The message and, on a second line, the hint. */
-    fun describe(): String = if (hint == null) message.orEmpty() else "$message\n  hint: $hint"
+    public fun describe(): String = if (hint == null) message.orEmpty() else "$message\n  hint: $hint"
 }
 
 /** The peer reported a failure, closed the control connection or went silent. */
-class PeerException(message: String, cause: Throwable? = null) : ScenarioException(message, cause) {
+public class PeerException(message: String, cause: Throwable? = null) : ScenarioException(message, cause) {
     /**
      * A server that refused this connection stops waiting for another: the peer proved the secret,
      * so it is this scenario's own client, and it runs another plan.
@@ -27,7 +27,7 @@ class PeerException(message: String, cause: Throwable? = null) : ScenarioExcepti
 }
 
 /** What a launcher prints for a failed run: the sentence, and the hint on a second line when there is one. */
-fun describeFailure(t: Throwable): String = when (t) {
+public fun describeFailure(t: Throwable): String = when (t) {
     is ScenarioException -> t.describe()
     is RdmaTimeoutException -> t.message.orEmpty()
     is VerbsException -> t.describe()
@@ -40,7 +40,7 @@ fun describeFailure(t: Throwable): String = when (t) {
  * `connect` before any device is touched), and against a device ([checkDevice]; the device is
  * given as values, so all of it is testable without RDMA hardware).
  */
-object Validation {
+internal object Validation {
     private val MTUS = setOf(256, 512, 1024, 2048, 4096)
 
     fun checkSettings(s: ScenarioSettings) {

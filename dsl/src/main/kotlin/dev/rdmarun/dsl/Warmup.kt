@@ -12,7 +12,7 @@ import kotlinx.serialization.Serializable
  * iterations) or `none` (`--set warmup=0`: the figures include this loop's JIT warm-up).
  */
 @Serializable
-data class WarmupSummary(
+public data class WarmupSummary(
     /** The QP whose loop it was, or null for a loop of the scenario's block (all QPs). */
     val qp: Int?,
     val mode: String,
@@ -37,7 +37,7 @@ data class WarmupSummary(
     val jvmUptimeMillis: Long = -1,
 ) {
     /** One line: "warm-up on QP 0: 7 rounds of 1000 in 2.3 s, until no compilation for 0.5 s". */
-    fun describe(): String {
+    public fun describe(): String {
         val where = if (qp == null) "" else " on QP $qp"
         val what = when (mode) {
             MODE_NONE -> "none (--set warmup=0): the figures include this loop's JIT warm-up"
@@ -58,17 +58,17 @@ data class WarmupSummary(
 
     private fun seconds() = String.format(Locale.ROOT, "%.1f s", nanos / 1e9)
 
-    companion object {
-        const val MODE_AUTO = "auto"
-        const val MODE_FIXED = "fixed"
-        const val MODE_NONE = "none"
+    public companion object {
+        public const val MODE_AUTO: String = "auto"
+        public const val MODE_FIXED: String = "fixed"
+        public const val MODE_NONE: String = "none"
 
 
         /** The warm-up ends after this long even if the JIT still compiles (under emulation one C2 compilation takes seconds). */
-        const val LIMIT_NANOS = 30_000_000_000L
+        public const val LIMIT_NANOS: Long = 30_000_000_000L
 
         /** Iterations per warm-up round, at most: rounds short enough to notice a quiet JIT soon. */
-        const val ROUND = 1000L
+        public const val ROUND: Long = 1000L
     }
 }
 
