@@ -17,6 +17,8 @@ public abstract non-sealed class QueuePair extends VerbsResource {
     private final Context context;
     private final QueuePairConfig config;
     private int port;
+    /** The request the positional post methods fill: the data path is one thread's at a time. */
+    private final SendWorkRequest scratch = new SendWorkRequest();
 
     protected QueuePair(ProtectionDomain pd, QueuePairConfig config) {
         super("queue pair", pd, config.sendCq(), config.recvCq());
@@ -147,51 +149,68 @@ public abstract non-sealed class QueuePair extends VerbsResource {
 
     /** SEND of [offset, offset+length) of mr; length 0 sends an empty message. */
     public final void postSend(long wrId, MemoryRegion mr, long offset, int length, int flags) {
-        post(wrId, WrOpcode.SEND, mr, offset, length, flags, 0, 0L, 0, 0L, 0L);
+        postSend(scratch.clear().wrId(wrId).opcode(WrOpcode.SEND).local(mr, offset, length).flags(flags));
     }
 
     /** SEND with 32-bit immediate data (host order; carried big-endian). */
     public final void postSendWithImm(long wrId, MemoryRegion mr, long offset, int length, int imm, int flags) {
-        post(wrId, WrOpcode.SEND_WITH_IMM, mr, offset, length, flags, imm, 0L, 0, 0L, 0L);
+        postSend(scratch.clear().wrId(wrId).opcode(WrOpcode.SEND_WITH_IMM).local(mr, offset, length).imm(imm).flags(flags));
     }
 
     /** RDMA WRITE of local [offset, offset+length) to remote address/rkey. */
     public final void postWrite(long wrId, MemoryRegion mr, long offset, int length, long remoteAddress, int rkey, int flags) {
-        post(wrId, WrOpcode.RDMA_WRITE, mr, offset, length, flags, 0, remoteAddress, rkey, 0L, 0L);
+        postSend(scratch.clear().wrId(wrId).opcode(WrOpcode.RDMA_WRITE).local(mr, offset, length)
+                .remote(remoteAddress, rkey).flags(flags));
     }
 
     /** RDMA WRITE that also consumes a receive at the peer and delivers the immediate. */
     public final void postWriteWithImm(long wrId, MemoryRegion mr, long offset, int length, long remoteAddress, int rkey,
                                        int imm, int flags) {
-        post(wrId, WrOpcode.RDMA_WRITE_WITH_IMM, mr, offset, length, flags, imm, remoteAddress, rkey, 0L, 0L);
+        postSend(scratch.clear().wrId(wrId).opcode(WrOpcode.RDMA_WRITE_WITH_IMM).local(mr, offset, length)
+                .remote(remoteAddress, rkey).imm(imm).flags(flags));
     }
 
     /** RDMA READ of remote address/rkey into local [offset, offset+length) (mr needs LOCAL_WRITE). */
     public final void postRead(long wrId, MemoryRegion mr, long offset, int length, long remoteAddress, int rkey, int flags) {
-        post(wrId, WrOpcode.RDMA_READ, mr, offset, length, flags, 0, remoteAddress, rkey, 0L, 0L);
+        postSend(scratch.clear().wrId(wrId).opcode(WrOpcode.RDMA_READ).local(mr, offset, length)
+                .remote(remoteAddress, rkey).flags(flags));
     }
 
     /** 64-bit compare-and-swap at the remote address; the old value lands at local offset. */
     public final void postCompareAndSwap(long wrId, MemoryRegion mr, long offset, long remoteAddress, int rkey,
                                          long compare, long swap, int flags) {
-        post(wrId, WrOpcode.ATOMIC_CMP_AND_SWP, mr, offset, ATOMIC_SIZE, flags, 0, remoteAddress, rkey, compare, swap);
+        postSend(scratch.clear().wrId(wrId).opcode(WrOpcode.ATOMIC_CMP_AND_SWP).local(mr, offset, ATOMIC_SIZE)
+                .remote(remoteAddress, rkey).atomic(compare, swap).flags(flags));
     }
 
     /** 64-bit fetch-and-add at the remote address; the old value lands at local offset. */
     public final void postFetchAndAdd(long wrId, MemoryRegion mr, long offset, long remoteAddress, int rkey, long add,
                                       int flags) {
-        post(wrId, WrOpcode.ATOMIC_FETCH_AND_ADD, mr, offset, ATOMIC_SIZE, flags, 0, remoteAddress, rkey, add, 0L);
+        postSend(scratch.clear().wrId(wrId).opcode(WrOpcode.ATOMIC_FETCH_AND_ADD).local(mr, offset, ATOMIC_SIZE)
+                .remote(remoteAddress, rkey).atomic(add, 0L).flags(flags));
     }
 
-    private void post(long wrId, WrOpcode opcode, MemoryRegion mr, long offset, int length, int flags, int imm,
-                      long remoteAddress, int rkey, long compareAdd, long swap) {
+    /**
+     * ibv_post_send of one work request, every operation's one way in: the methods above fill this
+     * QP's own request and come here. The provider copies [wr] before this returns, so the caller
+     * may refill it at once. Checks the local region's bounds, the inline size and an atomic's
+     * 8-byte length before the provider sees anything.
+     */
+    public final void postSend(SendWorkRequest wr) {
         ensureOpen();
-        mr.checkBounds(offset, length);
-        if ((flags & SendFlags.INLINE) != 0 && length > maxInlineData()) {
+        MemoryRegion mr = wr.mr();
+        if (mr == null) throw new IllegalArgumentException("a send work request needs a local memory region (local(mr, offset, length))");
+        int length = wr.length();
+        mr.checkBounds(wr.offset(), length);
+        if (wr.opcode().isAtomic() && length != ATOMIC_SIZE) {
+            throw new IllegalArgumentException("an atomic's local region is the " + ATOMIC_SIZE
+                    + "-byte word its old value lands in, not " + length + " bytes");
+        }
+        if ((wr.flags() & SendFlags.INLINE) != 0 && length > maxInlineData()) {
             throw new IllegalArgumentException("inline send of " + length + " bytes exceeds this QP's max inline data "
                     + maxInlineData());
         }
-        int rc = postSendRequest(wrId, opcode, mr, offset, length, flags, imm, remoteAddress, rkey, compareAdd, swap);
+        int rc = postSendRequest(wr);
         if (rc != 0) throw postFailure("ibv_post_send", rc, config.maxSendWr(), "send", length);
     }
 
@@ -229,11 +248,11 @@ public abstract non-sealed class QueuePair extends VerbsResource {
     protected abstract int applyModify(QpAttributes attributes);
 
     /**
-     * ibv_post_send of one work request with at most one SGE ([offset, offset+length) of mr, none
-     * when length is 0), bounds and inline size already checked: 0 or an errno. Allocation-free.
+     * ibv_post_send of [wr] ({@link SendWorkRequest}: at most one SGE, none when its length is 0),
+     * its bounds, inline size and atomic length already checked: 0 or an errno. Copies what it
+     * needs before it returns (the caller reuses [wr]). Allocation-free.
      */
-    protected abstract int postSendRequest(long wrId, WrOpcode opcode, MemoryRegion mr, long offset, int length,
-                                           int flags, int imm, long remoteAddress, int rkey, long compareAdd, long swap);
+    protected abstract int postSendRequest(SendWorkRequest wr);
 
     /** ibv_post_recv of one receive into [offset, offset+length) of mr: 0 or an errno. Allocation-free. */
     protected abstract int postReceiveRequest(long wrId, MemoryRegion mr, long offset, int length);

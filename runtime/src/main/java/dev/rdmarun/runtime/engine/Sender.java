@@ -6,7 +6,9 @@ import dev.rdmarun.runtime.PollingDispatcher;
 import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.RemoteRegion;
 import dev.rdmarun.runtime.SendFlags;
+import dev.rdmarun.runtime.SendWorkRequest;
 import dev.rdmarun.runtime.WorkCompletions;
+import dev.rdmarun.runtime.WrOpcode;
 
 /**
  * Hands a work request that may go now to the device, and takes the completions of the signaled
@@ -27,6 +29,8 @@ final class Sender {
     private final PollingDispatcher dispatcher;
     private final int bufferSize;
     private final int maxInline;
+    /** The work request every post fills and hands to the QP (the providers copy it). */
+    private final SendWorkRequest wr = new SendWorkRequest();
     /** The pending operation of each ring entry: a signaled work request's completion. */
     private final SendCompletion[] ringOps;
 
@@ -70,15 +74,21 @@ final class Sender {
         long resultWord = window.resultWordOf(seq);
         window.record(seq, kind, bytes, localOffset, signaled);
         try {
+            // One request, refilled per post: the providers copy it before postSend returns.
+            SendWorkRequest r = wr.clear().wrId(wrId).flags(flags);
             switch (kind) {
-                case SEND -> qp.postSend(wrId, data, localOffset, bytes, flags);
-                case SEND_WITH_IMM -> qp.postSendWithImm(wrId, data, localOffset, bytes, imm, flags);
-                case WRITE -> qp.postWrite(wrId, data, localOffset, bytes, remoteAddress, rkey, flags);
-                case WRITE_WITH_IMM -> qp.postWriteWithImm(wrId, data, localOffset, bytes, remoteAddress, rkey, imm, flags);
-                case READ -> qp.postRead(wrId, data, localOffset, bytes, remoteAddress, rkey, flags);
-                case COMPARE_AND_SWAP -> qp.postCompareAndSwap(wrId, recv, resultWord, remoteAddress, rkey, compareAdd, swap, flags);
-                case FETCH_AND_ADD -> qp.postFetchAndAdd(wrId, recv, resultWord, remoteAddress, rkey, compareAdd, flags);
+                case SEND -> r.opcode(WrOpcode.SEND).local(data, localOffset, bytes);
+                case SEND_WITH_IMM -> r.opcode(WrOpcode.SEND_WITH_IMM).local(data, localOffset, bytes).imm(imm);
+                case WRITE -> r.opcode(WrOpcode.RDMA_WRITE).local(data, localOffset, bytes).remote(remoteAddress, rkey);
+                case WRITE_WITH_IMM -> r.opcode(WrOpcode.RDMA_WRITE_WITH_IMM).local(data, localOffset, bytes)
+                        .remote(remoteAddress, rkey).imm(imm);
+                case READ -> r.opcode(WrOpcode.RDMA_READ).local(data, localOffset, bytes).remote(remoteAddress, rkey);
+                case COMPARE_AND_SWAP -> r.opcode(WrOpcode.ATOMIC_CMP_AND_SWP).local(recv, resultWord, QueuePair.ATOMIC_SIZE)
+                        .remote(remoteAddress, rkey).atomic(compareAdd, swap);
+                case FETCH_AND_ADD -> r.opcode(WrOpcode.ATOMIC_FETCH_AND_ADD).local(recv, resultWord, QueuePair.ATOMIC_SIZE)
+                        .remote(remoteAddress, rkey).atomic(compareAdd, 0L);
             }
+            qp.postSend(r);
         } catch (RuntimeException e) {
             if (signaled) dispatcher.unregister(wrId);
             throw e;

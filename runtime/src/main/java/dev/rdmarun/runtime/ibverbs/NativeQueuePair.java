@@ -17,6 +17,7 @@ import dev.rdmarun.runtime.QpState;
 import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.VerbsException;
+import dev.rdmarun.runtime.SendWorkRequest;
 import dev.rdmarun.runtime.WrOpcode;
 import dev.rdmarun.runtime.os.Calls;
 import dev.rdmarun.runtime.os.Segments;
@@ -146,24 +147,25 @@ final class NativeQueuePair extends QueuePair {
     }
 
     @Override
-    protected int postSendRequest(long wrId, WrOpcode opcode, MemoryRegion mr, long offset, int length, int flags,
-                                  int imm, long remoteAddress, int rkey, long compareAdd, long swap) {
+    protected int postSendRequest(SendWorkRequest r) {
         MemorySegment wr = sendWr;
-        wr.set(JAVA_LONG, SEND_WR_WR_ID, wrId);
-        fillSge(sendSge, mr, offset, length);
+        WrOpcode opcode = r.opcode();
+        int length = r.length();
+        wr.set(JAVA_LONG, SEND_WR_WR_ID, r.wrId());
+        fillSge(sendSge, r.mr(), r.offset(), length);
         wr.set(ADDRESS, SEND_WR_SG_LIST, length == 0 ? MemorySegment.NULL : sendSge);
         wr.set(JAVA_INT, SEND_WR_NUM_SGE, length == 0 ? 0 : 1);
         wr.set(JAVA_INT, SEND_WR_OPCODE, opcode.code());
-        wr.set(JAVA_INT, SEND_WR_SEND_FLAGS, flags);
-        wr.set(JAVA_INT, SEND_WR_IMM_DATA, Integer.reverseBytes(imm));
+        wr.set(JAVA_INT, SEND_WR_SEND_FLAGS, r.flags());
+        wr.set(JAVA_INT, SEND_WR_IMM_DATA, Integer.reverseBytes(r.imm()));
         if (opcode.isAtomic()) {
-            wr.set(JAVA_LONG, SEND_WR_ATOMIC_REMOTE_ADDR, remoteAddress);
-            wr.set(JAVA_LONG, SEND_WR_ATOMIC_COMPARE_ADD, compareAdd);
-            wr.set(JAVA_LONG, SEND_WR_ATOMIC_SWAP, swap);
-            wr.set(JAVA_INT, SEND_WR_ATOMIC_RKEY, rkey);
+            wr.set(JAVA_LONG, SEND_WR_ATOMIC_REMOTE_ADDR, r.remoteAddress());
+            wr.set(JAVA_LONG, SEND_WR_ATOMIC_COMPARE_ADD, r.compareAdd());
+            wr.set(JAVA_LONG, SEND_WR_ATOMIC_SWAP, r.swap());
+            wr.set(JAVA_INT, SEND_WR_ATOMIC_RKEY, r.rkey());
         } else {
-            wr.set(JAVA_LONG, SEND_WR_RDMA_REMOTE_ADDR, remoteAddress);
-            wr.set(JAVA_INT, SEND_WR_RDMA_RKEY, rkey);
+            wr.set(JAVA_LONG, SEND_WR_RDMA_REMOTE_ADDR, r.remoteAddress());
+            wr.set(JAVA_INT, SEND_WR_RDMA_RKEY, r.rkey());
         }
         try {
             return (int) postSendOp.invokeExact(handle, wr, badWr);

@@ -10,6 +10,7 @@ import dev.rdmarun.runtime.QpState;
 import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.SendFlags;
+import dev.rdmarun.runtime.SendWorkRequest;
 import dev.rdmarun.runtime.WcStatus;
 import dev.rdmarun.runtime.WrOpcode;
 import dev.rdmarun.runtime.os.Errno;
@@ -121,30 +122,32 @@ final class Requester {
 
     // ---- posting (application thread) ----
 
-    int post(long wrId, WrOpcode opcode, MemoryRegion mr, long offset, int length, int flags,
-             int imm, long remoteAddress, int rkey, long compareAdd, long swap) {
+    int post(SendWorkRequest r) {
+        WrOpcode opcode = r.opcode();
+        int length = r.length();
         synchronized (lock) {
             QpState state = qp.state;
             if (qp.destroyed || state == QpState.RESET || state == QpState.INIT || state == QpState.RTR) return Errno.EINVAL;
-            if (opcode.isAtomic() && (remoteAddress & 7) != 0) return Errno.EINVAL; // as rxe's provider checks at post
+            if (opcode.isAtomic() && (r.remoteAddress() & 7) != 0) return Errno.EINVAL; // as rxe's provider checks at post
             if (length > SoftContext.MAX_MESSAGE) return Errno.EINVAL; // max_msg_sz, for SEND, WRITE and READ alike
             if (sqTail - ackNext >= sq.length) return Errno.ENOMEM;
             int slot = (int) (sqTail % sq.length);
             SendWqe w = sq[slot];
-            w.wrId = wrId;
+            MemoryRegion mr = r.mr();
+            w.wrId = r.wrId();
             w.opcode = opcode;
-            w.signaled = signalAll || (flags & SendFlags.SIGNALED) != 0;
-            w.localAddress = mr.address() + offset;
+            w.signaled = signalAll || (r.flags() & SendFlags.SIGNALED) != 0;
+            w.localAddress = mr.address() + r.offset();
             w.length = length;
             w.lkey = mr.lkey();
-            w.remoteAddress = remoteAddress;
-            w.rkey = rkey;
-            w.imm = imm;
-            w.compareAdd = compareAdd;
-            w.swap = swap;
+            w.remoteAddress = r.remoteAddress();
+            w.rkey = r.rkey();
+            w.imm = r.imm();
+            w.compareAdd = r.compareAdd();
+            w.swap = r.swap();
             // Inline data is copied now: the caller may reuse its buffer as soon as the post returns.
-            w.inline = (flags & SendFlags.INLINE) != 0 && length > 0 && carriesPayload(opcode);
-            if (w.inline) MemorySegment.copy(mr.segment(), offset, inlineData, (long) slot * maxInline, length);
+            w.inline = (r.flags() & SendFlags.INLINE) != 0 && length > 0 && carriesPayload(opcode);
+            if (w.inline) MemorySegment.copy(mr.segment(), r.offset(), inlineData, (long) slot * maxInline, length);
             sqTail++;
             if (state == QpState.ERR) {
                 flushSendQueue();

@@ -10,8 +10,8 @@ import dev.rdmarun.runtime.QpState;
 import dev.rdmarun.runtime.QpType;
 import dev.rdmarun.runtime.QueuePair;
 import dev.rdmarun.runtime.QueuePairConfig;
+import dev.rdmarun.runtime.SendWorkRequest;
 import dev.rdmarun.runtime.VerbsException;
-import dev.rdmarun.runtime.WrOpcode;
 import dev.rdmarun.runtime.os.Errno;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -256,9 +256,8 @@ final class SoftQueuePair extends QueuePair {
     // ---- data path: the application's posts, the engine's packets, doorbells and timers ----
 
     @Override
-    protected int postSendRequest(long wrId, WrOpcode opcode, MemoryRegion mr, long offset, int length, int flags,
-                                  int imm, long remoteAddress, int rkey, long compareAdd, long swap) {
-        return requester.post(wrId, opcode, mr, offset, length, flags, imm, remoteAddress, rkey, compareAdd, swap);
+    protected int postSendRequest(SendWorkRequest wr) {
+        return requester.post(wr);
     }
 
     @Override

@@ -23,10 +23,12 @@ import dev.rdmarun.runtime.QueuePairConfig;
 import dev.rdmarun.runtime.RtrAttributes;
 import dev.rdmarun.runtime.RtsAttributes;
 import dev.rdmarun.runtime.SendFlags;
+import dev.rdmarun.runtime.SendWorkRequest;
 import dev.rdmarun.runtime.VerbsException;
 import dev.rdmarun.runtime.WcOpcode;
 import dev.rdmarun.runtime.WcStatus;
 import dev.rdmarun.runtime.WorkCompletions;
+import dev.rdmarun.runtime.WrOpcode;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
@@ -407,6 +409,40 @@ abstract class VerbsConformance extends OnDevice {
                     () -> lo.a.postFetchAndAdd(1, local, 0, target.address() + 4, target.rkey(), 1, SendFlags.SIGNALED));
             assertEquals(EINVAL, e.errno());
             assertEquals(0L, target.segment().get(ValueLayout.JAVA_LONG, 0), "nothing was added");
+            assertEquals(QpState.RTS, lo.a.queryState());
+        }
+    }
+
+    /**
+     * One {@link SendWorkRequest}, refilled and posted again: each post takes what the request held
+     * at the call (the provider copies it), and an atomic whose local word is not 8 bytes is refused
+     * before the provider sees it.
+     */
+    @Test
+    void oneSendWorkRequestRefilledCarriesEachOperation() {
+        try (Loopback lo = new Loopback(context, ALL_REMOTE, 7)) {
+            MemoryRegion local = lo.pd.registerMemory(4096, EnumSet.of(Access.LOCAL_WRITE));
+            MemoryRegion target = lo.pd.registerMemory(4096, EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_WRITE,
+                    Access.REMOTE_READ, Access.REMOTE_ATOMIC));
+            var remote = target.toRemote();
+            SendWorkRequest wr = new SendWorkRequest();
+            local.segment().set(ValueLayout.JAVA_LONG, 0, 40L);
+            lo.a.postSend(wr.clear().wrId(1).opcode(WrOpcode.RDMA_WRITE).local(local, 0, 8)
+                    .remote(remote.addressAt(64, 8), target.rkey()).flags(SendFlags.SIGNALED));
+            // Refilled at once (the write may not have gone yet): it must still write 8 bytes to 64.
+            lo.a.postSend(wr.clear().wrId(2).opcode(WrOpcode.ATOMIC_FETCH_AND_ADD).local(local, 8, 8)
+                    .remote(remote.addressAt(64, 8), target.rkey()).atomic(2, 0).flags(SendFlags.SIGNALED));
+            List<Completion> seen = pollN(lo.cq, 2);
+            assertEquals(List.of(1L, 2L), seen.stream().map(Completion::wrId).toList());
+            assertEquals(List.of(WcOpcode.RDMA_WRITE + ":SUCCESS", WcOpcode.FETCH_ADD + ":SUCCESS"), opcodes(seen));
+            assertEquals(40L, local.segment().get(ValueLayout.JAVA_LONG, 8), "the add saw the written value");
+            assertEquals(42L, target.segment().get(ValueLayout.JAVA_LONG, 64));
+
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> lo.a.postSend(
+                    wr.clear().wrId(3).opcode(WrOpcode.ATOMIC_CMP_AND_SWP).local(local, 16, 4)
+                            .remote(remote.addressAt(64, 8), target.rkey()).atomic(42, 0).flags(SendFlags.SIGNALED)));
+            assertTrue(e.getMessage().contains("8-byte word"), e.getMessage());
+            assertEquals(42L, target.segment().get(ValueLayout.JAVA_LONG, 64), "nothing was swapped");
             assertEquals(QpState.RTS, lo.a.queryState());
         }
     }
