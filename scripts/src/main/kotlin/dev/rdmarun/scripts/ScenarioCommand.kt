@@ -19,7 +19,6 @@ import com.github.ajalt.clikt.parameters.types.file
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
 import dev.rdmarun.dsl.ControlToken
-import dev.rdmarun.dsl.LatencySummary
 import dev.rdmarun.dsl.MAX_DURATION
 import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.dsl.Peer
@@ -36,15 +35,12 @@ import dev.rdmarun.dsl.printable
 import dev.rdmarun.dsl.scriptLine
 import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.runtime.SoftTransport
-import dev.rdmarun.runtime.VerbsException
 import dev.rdmarun.scripts.host.NotAScriptException
 import dev.rdmarun.scripts.host.ScenarioScriptHost
 import dev.rdmarun.scripts.host.ScriptCompilationException
 import dev.rdmarun.scripts.host.ScriptFailedException
 import java.io.Closeable
 import java.io.File
-import java.io.IOException
-import java.io.PrintStream
 import java.net.InetAddress
 import java.net.ServerSocket
 import java.util.Locale
@@ -181,7 +177,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
         val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: "none",
             script.path, source, given)
-        if (perftest.all && !check) sweep = SweepOutput(script.name, perftest.reportGbits) { say(it) }
+        results = RunResults(script.name, perftest.reportGbits, json = json?.file, jsonToStdout = jsonToStdout,
+            histogram = histogram, sweep = if (perftest.all && !check) SweepOutput(script.name, perftest.reportGbits) { say(it) } else null,
+            say = { say(it) }, emit = { emit(it, err = false) })
         try {
             // -a: the script once per size, each a scenario of its own (connection and results).
             val runs = if (perftest.all && !check) PerftestOptions.SWEEP_SIZES.map { size ->
@@ -189,7 +187,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             } else listOf(null to withPeer)
             for ((label, run) in runs) {
                 if (label != null) say("rdma-run ${script.name}: -a: $label", err = true)
-                runLabel = label
+                results.runLabel = label
                 when {
                     check -> check(host, compiled, run)
                     // Both sides in this JVM: a fresh secret no other process can know, unless one was given.
@@ -198,11 +196,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 }
             }
         } catch (e: Throwable) {
-            if (!check) error = errorOf(e)
+            if (!check) results.failed(e)
             throw e
         } finally {
-            sweep?.close()
-            if (!check) writeOutputs(start)
+            results.sweep?.close()
+            if (!check) results.write(start)
         }
     }
 
@@ -240,88 +238,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         return if (noToken) ControlToken.none() else token
     }
 
-    /** The `-a` size of the scenario running now (labels its results). */
-    private var runLabel: String? = null
-
-    /** `-a`'s one table (null without -a). */
-    private var sweep: SweepOutput? = null
-
-    /** Every scenario's results so far, in the order they ended (both sides of --loopback). */
-    private val documentRuns = ArrayList<ResultsRun>()
-
-    /** Why the command failed, for the JSON. */
-    private var error: ResultsError? = null
-
-    /** The last failure sentence printed for one side of --loopback (its exit is a bare status). */
-    @Volatile
-    private var lastFailure: String? = null
-
-    private fun errorOf(e: Throwable): ResultsError = when (e) {
-        is CommandFailure -> ResultsError(e.message ?: "failed", e.exitCode)
-        is ProgramResult -> ResultsError(lastFailure ?: "exit status ${e.statusCode}", e.statusCode)
-        is VerbsException -> ResultsError(oneLine(e), ExitStatus.FAILURE.code)
-        else -> ResultsError(e.message ?: e.toString(), ExitStatus.FAILURE.code)
-    }
-
-    /** A scenario ended on one side: keep it, with its intervals and peak, for the JSON; returns it. */
-    private fun ended(result: ScenarioResult, sampler: IntervalSampler): ResultsRun {
-        val (intervals, peak) = sampler.take(result)
-        val run = ResultsRun(result.role.label, runLabel, intervals, peak, result)
-        synchronized(documentRuns) { documentRuns += run }
-        return run
-    }
-
-    private fun table(run: ResultsRun) = run.end.table(gbits = perftest.reportGbits, peakBytesPerSecond = run.bwPeakBytesPerSecond, title = script.name)
-
-    /** Prints a side's results: its table, or under -a its row of the sweep's table ([deferServer]: --loopback's server line waits for the table). */
-    private fun show(run: ResultsRun, deferServer: Boolean) {
-        val s = sweep
-        if (s != null) s.ended(run, runLabel ?: "", deferServer) else say(table(run))
-    }
-
-    /** `--json` and `--histogram`, when the command ends (failed or not). */
-    private fun writeOutputs(start: ResultsStart) {
-        val runs = synchronized(documentRuns) { documentRuns.toList() }
-        json?.let { target ->
-            val text = ResultsDocument(start = start, runs = runs, error = error).toJson()
-            val file = target.file
-            if (file == null) emit(text, err = false)
-            else try {
-                file.writeText(text + "\n")
-            } catch (e: IOException) {
-                throw CommandFailure("cannot write the results to $file: ${e.message}", cause = e)
-            }
-        }
-        histogram?.let { file -> writeHistograms(file, runs) }
-    }
-
-    /**
-     * One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the
-     * extension) for the next ones. A measureRoundTrip section is written one way (each round trip
-     * halved), the figure the table leads with, so that the file and the table agree.
-     */
-    private fun writeHistograms(file: File, runs: List<ResultsRun>) {
-        var written = 0
-        for (run in runs) {
-            val (name, latency) = run.end.sections.toSortedMap().entries.firstOrNull()?.toPair()
-                ?: run.end.total.latency?.let { "work requests" to it } ?: continue
-            val encoded = latency.histogram ?: continue
-            val i = written++
-            val target = if (i == 0) file else File(file.parentFile, file.nameWithoutExtension + "-${i + 1}" +
-                (if (file.extension.isEmpty()) "" else ".${file.extension}"))
-            try {
-                PrintStream(target.outputStream(), false, Charsets.UTF_8).use { out ->
-                    out.println("# rdma-run ${script.name}: ${run.role}${run.label?.let { " ($it)" } ?: ""}, latency $name" +
-                        (if (latency.roundTrip) " one way (half of each round trip)" else "") + ", microseconds")
-                    // Values are nanoseconds: /1000 gives microseconds, /2000 one way of a round trip.
-                    LatencySummary.decode(encoded).outputPercentileDistribution(out, if (latency.roundTrip) 2000.0 else 1000.0)
-                    if (out.checkError()) throw IOException("write failed")
-                }
-            } catch (e: IOException) {
-                throw CommandFailure("cannot write the histogram to $target: ${e.message}", cause = e)
-            }
-        }
-    }
+    /** The runs' results and the files they go to, from [execute] on. */
+    private lateinit var results: RunResults
 
     /**
      * `--set` and perftest's flags as one map; a name given both ways, or one the script does not
@@ -429,7 +347,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
                     evaluate(host, compiled, options.copy(monitor = monitor)) { result ->
                         ran++
-                        show(ended(result, sampler), deferServer = false)
+                        results.show(results.ended(result, sampler), deferServer = false)
                     }
                 }
             }
@@ -480,7 +398,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                     side.failure = sampler(side.label, side.monitor).use { sampler ->
                         try {
                             evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
-                                val run = ended(result, sampler)
+                                val run = results.ended(result, sampler)
                                 synchronized(side.results) { side.results += run }
                             }
                         } catch (e: Throwable) {
@@ -494,14 +412,14 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             }
         }
         interruption().check()
-        sweep?.lastLine = null
-        sides.forEach { side -> side.results.forEach { show(it, deferServer = true) } }
+        results.sweep?.lastLine = null
+        sides.forEach { side -> side.results.forEach { results.show(it, deferServer = true) } }
         val failed = sides.filter { it.failure != null }
         if (failed.isNotEmpty()) {
             for (side in failed) {
                 val cause = side.failure!!
                 val described = failed(cause)
-                lastFailure = "${side.label}: ${described.message}"
+                results.lastFailure = "${side.label}: ${described.message}"
                 say("${if (described.namesFile) "rdma-run" else errorPrefix} (${side.label}): ${described.message}", err = true)
                 if (debug) say(cause.stackTraceToString().trimEnd(), err = true)
             }
@@ -511,7 +429,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val devices = sides.flatMap { s -> s.results.map { it.end.device } }.distinct()
         if (devices.isNotEmpty()) {
             val verdict = "loopback on ${devices.joinToString()}: server and client succeeded"
-            sweep?.let { it.lastLine = verdict } ?: say(verdict) // -a: once, after the table
+            results.sweep?.let { it.lastLine = verdict } ?: say(verdict) // -a: once, after the table
         }
     }
 

@@ -1,0 +1,111 @@
+package dev.rdmarun.scripts
+
+import com.github.ajalt.clikt.core.ProgramResult
+import dev.rdmarun.dsl.LatencySummary
+import dev.rdmarun.dsl.ScenarioResult
+import dev.rdmarun.runtime.VerbsException
+import java.io.File
+import java.io.IOException
+import java.io.PrintStream
+
+/**
+ * What a scenario command keeps of its runs and writes when it ends: each side's results as they
+ * end (both sides of `--loopback`, each size of `-a`), shown as a table or a row of `-a`'s sweep,
+ * and at the end `--json` and `--histogram`, failed or not. Apart from [ScenarioCommand], which
+ * parses the options and runs the script, because this is the one place that knows the output
+ * formats and files.
+ */
+internal class RunResults(
+    private val scriptName: String,
+    private val gbits: Boolean,
+    /** `--json`: null for none; a target whose file is null writes to standard output. */
+    private val json: File?,
+    private val jsonToStdout: Boolean,
+    private val histogram: File?,
+    /** `-a`'s one table, or null without -a. */
+    val sweep: SweepOutput?,
+    private val say: (String) -> Unit,
+    private val emit: (String) -> Unit,
+) {
+    /** The `-a` size of the scenario running now (labels its results). */
+    @Volatile
+    var runLabel: String? = null
+
+    /** Every scenario's results so far, in the order they ended (both sides of --loopback). */
+    private val runs = ArrayList<ResultsRun>()
+
+    /** Why the command failed, for the JSON. */
+    private var error: ResultsError? = null
+
+    /** The last failure sentence printed for one side of --loopback (its exit is a bare status). */
+    @Volatile
+    var lastFailure: String? = null
+
+    /** The command failed with [e]: the JSON says so. */
+    fun failed(e: Throwable) {
+        error = when (e) {
+            is CommandFailure -> ResultsError(e.message ?: "failed", e.exitCode)
+            is ProgramResult -> ResultsError(lastFailure ?: "exit status ${e.statusCode}", e.statusCode)
+            is VerbsException -> ResultsError(RdmaCommand.oneLine(e), ExitStatus.FAILURE.code)
+            else -> ResultsError(e.message ?: e.toString(), ExitStatus.FAILURE.code)
+        }
+    }
+
+    /** A scenario ended on one side: keep it, with its intervals and peak, for the JSON; returns it. */
+    fun ended(result: ScenarioResult, sampler: IntervalSampler): ResultsRun {
+        val (intervals, peak) = sampler.take(result)
+        val run = ResultsRun(result.role.label, runLabel, intervals, peak, result)
+        synchronized(runs) { runs += run }
+        return run
+    }
+
+    /** Prints a side's results: its table, or under -a its row of the sweep's table ([deferServer]: --loopback's server line waits for the table). */
+    fun show(run: ResultsRun, deferServer: Boolean) {
+        val s = sweep
+        if (s != null) s.ended(run, runLabel ?: "", deferServer)
+        else say(run.end.table(gbits = gbits, peakBytesPerSecond = run.bwPeakBytesPerSecond, title = scriptName))
+    }
+
+    /** `--json` and `--histogram`, when the command ends (failed or not). */
+    fun write(start: ResultsStart) {
+        val runs = synchronized(runs) { runs.toList() }
+        if (json != null || jsonToStdout) {
+            val text = ResultsDocument(start = start, runs = runs, error = error).toJson()
+            if (json == null) emit(text)
+            else try {
+                json.writeText(text + "\n")
+            } catch (e: IOException) {
+                throw CommandFailure("cannot write the results to $json: ${e.message}", cause = e)
+            }
+        }
+        histogram?.let { file -> writeHistograms(file, runs) }
+    }
+
+    /**
+     * One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the
+     * extension) for the next ones. A measureRoundTrip section is written one way (each round trip
+     * halved), the figure the table leads with, so that the file and the table agree.
+     */
+    private fun writeHistograms(file: File, runs: List<ResultsRun>) {
+        var written = 0
+        for (run in runs) {
+            val (name, latency) = run.end.sections.toSortedMap().entries.firstOrNull()?.toPair()
+                ?: run.end.total.latency?.let { "work requests" to it } ?: continue
+            val encoded = latency.histogram ?: continue
+            val i = written++
+            val target = if (i == 0) file else File(file.parentFile, file.nameWithoutExtension + "-${i + 1}" +
+                (if (file.extension.isEmpty()) "" else ".${file.extension}"))
+            try {
+                PrintStream(target.outputStream(), false, Charsets.UTF_8).use { out ->
+                    out.println("# rdma-run $scriptName: ${run.role}${run.label?.let { " ($it)" } ?: ""}, latency $name" +
+                        (if (latency.roundTrip) " one way (half of each round trip)" else "") + ", microseconds")
+                    // Values are nanoseconds: /1000 gives microseconds, /2000 one way of a round trip.
+                    LatencySummary.decode(encoded).outputPercentileDistribution(out, if (latency.roundTrip) 2000.0 else 1000.0)
+                    if (out.checkError()) throw IOException("write failed")
+                }
+            } catch (e: IOException) {
+                throw CommandFailure("cannot write the histogram to $target: ${e.message}", cause = e)
+            }
+        }
+    }
+}
