@@ -1,17 +1,19 @@
 package dev.rdmarun.dsl
 
+import dev.rdmarun.dsl.QpWait.Companion.ARRIVALS
+import dev.rdmarun.dsl.QpWait.Companion.BUFFER
+import dev.rdmarun.dsl.QpWait.Companion.COMPLETED_ALL
+import dev.rdmarun.dsl.QpWait.Companion.COMPLETION
+import dev.rdmarun.dsl.QpWait.Companion.CREDIT
+import dev.rdmarun.dsl.QpWait.Companion.CREDIT_IDLE
+import dev.rdmarun.dsl.QpWait.Companion.MESSAGE
+import dev.rdmarun.dsl.QpWait.Companion.WINDOW
 import dev.rdmarun.runtime.engine.QpEngine
 import java.lang.foreign.MemorySegment
 import java.lang.foreign.ValueLayout
-import kotlin.coroutines.Continuation
-import kotlin.coroutines.intrinsics.COROUTINE_SUSPENDED
-import kotlin.coroutines.intrinsics.intercepted
 import kotlin.coroutines.intrinsics.suspendCoroutineUninterceptedOrReturn
 import kotlin.coroutines.resume
-import kotlin.coroutines.resumeWithException
-import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Job
-import kotlinx.coroutines.ensureActive
 
 /**
  * One QP's coroutine layer over its [QpEngine]: each operation posts through the engine and, when
@@ -25,54 +27,40 @@ import kotlinx.coroutines.ensureActive
  * coroutine's [Job] is cancelled (`withTimeout` around the wait, a cancelled `launch`), the
  * dispatcher's next round ends the wait with the job's CancellationException ([releaseIfCancelled]),
  * and nothing the wait would have consumed is consumed: no message taken, no work request marked
- * awaited, nothing posted. The job is read at [park] (a context lookup, nothing allocated) and
+ * awaited, nothing posted. The job is read at [QpWait.park] (a context lookup, nothing allocated) and
  * polled, not watched with a handler, so the data path still allocates nothing per wait.
+ *
+ * Two jobs live next door, each in the final field that holds it: the parked wait's state and how
+ * it ends other than by its condition ([QpWait], [wait]), and what `repeat { }` and `runFor` ask of
+ * their scope ([QpLoopHost], [loop], to which this class delegates [LoopHost]).
  */
-internal class QpDriver(private val session: Session, val engine: QpEngine) : QpScope, QpEngine.Listener, LoopHost {
+internal class QpDriver private constructor(private val session: Session, val engine: QpEngine, private val loop: QpLoopHost) :
+    QpScope, QpEngine.Listener, LoopHost by loop {
+    constructor(session: Session, engine: QpEngine) : this(session, engine, QpLoopHost(session, engine, engine.index(), QpCounters(engine.stats())))
+
     override val index: Int = engine.index()
-    val counters = QpCounters(engine.stats())
+    val counters = loop.counters
 
     /** This QP's `repeat { }` rounds, for a progress line. */
-    val rounds = Rounds()
+    val rounds = loop.rounds
 
-    private var waiter: Continuation<Any?>? = null
-    /** The parked coroutine's job, polled for cancellation ([releaseIfCancelled]); null when none waits. */
-    private var waitJob: Job? = null
-    private var waitKind = NONE
-    private var waitTarget = 0L
-    private var waitOp = OpKind.SEND
-    /** The buffer a BUFFER wait is for. */
-    private var waitBuffer = 0
-    private var waitSince = 0L
+    /** The parked wait of this QP's coroutine: park, unpark, cancel, deadline. */
+    private val wait = QpWait(session, engine, index)
+
     private var lastCompletion: Completion? = null
     /** The waiting receive()'s copyPayload. */
     private var receiveCopies = true
     private var lastBareMessage: Message? = null
 
     /** What this QP waits for now, for the peer's sentences (read by the heartbeat thread). */
-    @Volatile
-    var waitingFor: String? = null
-        private set
-
-    /** What a parked coroutine waits for, by wait kind: for this side's heartbeats ("it waits for ..."). */
-    private val describeWait = arrayOf(
-        "",
-        "a message in receive() on QP $index",
-        "a credit to send on QP $index",
-        "room in the send queue of QP $index",
-        "a completion in awaitCompletion() on QP $index",
-        "its work on QP $index to complete",
-        "a credit update on QP $index to complete",
-        "the peer's last messages on QP $index to arrive",
-        "earlier work on a buffer of QP $index to complete",
-    )
+    val waitingFor: String? get() = wait.waitingFor
 
     init {
         engine.setListener(this)
     }
 
-    /** This QP's coroutine waits in receive() (read by the heartbeat thread: the volatile [waitingFor] says so). */
-    val waitsForMessage: Boolean get() = waitingFor === describeWait[MESSAGE]
+    /** This QP's coroutine waits in receive() (read by the heartbeat thread). */
+    val waitsForMessage: Boolean get() = wait.waitsForMessage
 
     val messagesWaiting: Int get() = engine.messagesWaiting()
     val inboxFull: Boolean get() = engine.inboxFull()
@@ -134,12 +122,12 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     }
 
     private suspend fun awaitRoom(kind: OpKind, blocked: Long): Unit = suspendCoroutineUninterceptedOrReturn { c ->
-        waitOp = kind
+        wait.op = kind
         if (blocked == QpEngine.BLOCKED_ON_WINDOW) {
             engine.requestCompletionOf(engine.completedThrough() + 1)
-            park(c, WINDOW, 0)
+            wait.park(c, WINDOW, 0)
         } else {
-            park(c, CREDIT, 0)
+            wait.park(c, CREDIT, 0)
         }
     }
 
@@ -148,8 +136,8 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
     /** Parks until work request [seq], which uses [buffer], has completed (not marked awaited: the script still awaits it). */
     private suspend fun awaitWork(seq: Long, buffer: Int): Unit = suspendCoroutineUninterceptedOrReturn { c ->
         engine.requestCompletionOf(seq)
-        waitBuffer = buffer
-        park(c, BUFFER, seq)
+        wait.buffer = buffer
+        wait.park(c, BUFFER, seq)
     }
 
     override suspend fun send(payload: ByteArray, buffer: Int) {
@@ -195,7 +183,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
             return completionOf(seq)
         }
         engine.requestCompletionOf(seq)
-        return suspendCoroutineUninterceptedOrReturn { c -> park(c, COMPLETION, seq) }
+        return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, COMPLETION, seq) }
     }
 
     override suspend fun awaitCompletions(n: Int): List<Completion> {
@@ -223,7 +211,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
             return
         }
         engine.requestCompletionOf(target)
-        return suspendCoroutineUninterceptedOrReturn { c -> park(c, kind, target) }
+        return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, kind, target) }
     }
 
     /** The end of the scenario, or a barrier: this QP's work completes first. */
@@ -235,13 +223,13 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
      */
     suspend fun awaitArrivals(count: Long) {
         if (engine.stats().messagesReceived() >= count) return
-        return suspendCoroutineUninterceptedOrReturn { c -> park(c, ARRIVALS, count) }
+        return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, ARRIVALS, count) }
     }
 
     /** Waits until no credit write of this QP is in flight (end of the scenario). */
     suspend fun awaitCreditIdle() {
         if (!engine.creditWriteInFlight()) return
-        return suspendCoroutineUninterceptedOrReturn { c -> park(c, CREDIT_IDLE, 0) }
+        return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, CREDIT_IDLE, 0) }
     }
 
     private fun completionOf(seq: Long): Completion {
@@ -260,7 +248,7 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         stopped()
         receiveCopies = copyPayload
         if (engine.hasMessage()) return takeMessage()
-        return suspendCoroutineUninterceptedOrReturn { c -> park(c, MESSAGE, 0) }
+        return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, MESSAGE, 0) }
     }
 
     private fun takeMessage(): Message {
@@ -293,113 +281,21 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
         this.rounds.planned += rounds
     }
 
-    // ---- repeat { } and runFor (LoopHost) ----
+    // ---- repeat { } and runFor: LoopHost, delegated to loop ----
 
-    override val canWarmUp: Boolean get() = true
-    override val loopQp: Int get() = index
-    override fun loopParam(name: String): String? = session.parameter(name)
-    // Taken, not arrived: the peer's next round may arrive before this side's next round starts.
-    override fun messagesMoved(): Long = engine.stats().messagesSent() + messagesTaken()
-    override fun messagesTaken(): Long = engine.stats().messagesReceived() - engine.messagesWaiting()
-
-    /**
-     * Messages waiting here that the peer sent in its warm-up, as the last agreed round showed
-     * ([afterAgreedRound]); -1 without an agreed round since the last measureFromHere.
-     */
-    private var peerWarmupWaiting = -1L
-
-    /**
-     * The peer's word on a warm-up round: it had sent [peerSent] messages on this QP by then, all
-     * arrived here. With [drop] (this loop takes none) its leftovers are dropped: exactly those,
-     * not the first of its next round, which may be here already.
-     */
-    fun afterAgreedRound(peerSent: Long, drop: Boolean) {
-        var left = peerSent - messagesTaken()
-        if (drop && left > 0) left -= engine.dropWaitingMessages(left)
-        peerWarmupWaiting = left.coerceIn(0, engine.messagesWaiting().toLong())
-    }
-    private var loops = 0
-    override fun nextLoop(): Int = ++loops
-    override suspend fun agreeOnRound(loop: Int, round: Int, more: Boolean, dropLeftovers: Boolean, measured: Boolean) =
-        session.warmup.agreeOnRound(index, loop, round, more, dropLeftovers, measured)
-    override fun startMeasuring(): Boolean {
-        val lost = measuredBeforeWarmup
-        measureFromHere()
-        measuredRunEnded = false
-        measuredBeforeWarmup = false
-        return lost
-    }
-
-    /** Whether something measured (a section, a loop's measured run) preceded the current warm-up. */
-    private var measuredBeforeWarmup = false
-
-    /** A loop's measured run ended since the last warm-up: a warm-up's end leaves its figures out. */
-    private var measuredRunEnded = false
-    override fun warmupStarted() {
-        noteWarmupStart()
-        session.warmup.warmupGate.started()
-    }
-
-    /** A warm-up of this QP or of the scenario's block starts: what was measured so far is at stake. */
-    fun noteWarmupStart() {
-        measuredBeforeWarmup = counters.sections.isNotEmpty() || measuredRunEnded
-    }
-    override suspend fun warmupOver() = session.warmup.warmupGate.over()
-    override fun planned(iterations: Long, warmupIterations: Long) {
-        rounds.done -= warmupIterations
-        rounds.planned += iterations
-    }
-    override fun warmedUp(summary: WarmupSummary) {
-        loopMeasured()
-        session.warmup.warmedUp(summary)
-    }
-
-    /** A loop of this QP, or of the scenario's block, ended its measured run. */
-    fun loopMeasured() {
-        measuredRunEnded = true
-    }
+    fun afterAgreedRound(peerSent: Long, drop: Boolean) = loop.afterAgreedRound(peerSent, drop)
+    fun noteWarmupStart() = loop.noteWarmupStart()
+    fun loopMeasured() = loop.loopMeasured()
 
     override fun roundDone() {
         rounds.done++
     }
 
-    override fun measureFromHere() {
-        val now = System.nanoTime()
-        if (peerWarmupWaiting >= 0) engine.measureFromHere(now, peerWarmupWaiting) else engine.measureFromHere(now)
-        peerWarmupWaiting = -1
-        counters.measureFromHere()
-        session.measuredFrom(now)
-    }
+    override fun measureFromHere() = loop.measureFromHere()
 
     override suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T = section(name, roundTrip = true, block)
 
-    // ---- parking and waking ----
-
-    private fun park(c: Continuation<*>, kind: Int, target: Long): Any {
-        if (waiter != null) {
-            throw ScenarioException("two coroutines wait on QP $index at once (${describeWait[waitKind]} and ${describeWait[kind]}): " +
-                "give each QP one coroutine, as forEachQp { } does")
-        }
-        @Suppress("UNCHECKED_CAST")
-        waiter = c as Continuation<Any?>
-        waitJob = c.context[Job]
-        waitKind = kind
-        waitTarget = target
-        waitSince = System.nanoTime()
-        waitingFor = describeWait[kind]
-        session.parked(kind == CREDIT)
-        return COROUTINE_SUSPENDED
-    }
-
-    private fun unpark(): Continuation<Any?> {
-        val c = waiter!!
-        session.unparked(waitKind == CREDIT)
-        waiter = null
-        waitJob = null
-        waitKind = NONE
-        waitingFor = null
-        return c
-    }
+    // ---- waking: what each wait kind waits for (the wait itself is QpWait's) ----
 
     override fun onProgress(engine: QpEngine) {
         if (session.tearingDown) return // flushed work requests of a scenario that is over
@@ -409,90 +305,46 @@ internal class QpDriver(private val session: Session, val engine: QpEngine) : Qp
 
     /** Resumes the parked coroutine when its condition holds; true if it did. */
     private fun tryResume(): Boolean {
-        if (waiter == null) return false
+        if (!wait.parked) return false
         // A cancelled wait takes nothing: the message or completion stays for the next wait.
-        if (releaseIfCancelled()) return true
-        val value: Any = when (waitKind) {
-            CREDIT, WINDOW -> if (engine.blockedOn(waitOp) == 0L) Unit else return false
-            COMPLETION -> if (engine.completedThrough() >= waitTarget) {
-                engine.markAwaited(waitTarget)
-                completionOf(waitTarget)
+        if (wait.releaseIfCancelled()) return true
+        val target = wait.target
+        val value: Any = when (wait.kind) {
+            CREDIT, WINDOW -> if (engine.blockedOn(wait.op) == 0L) Unit else return false
+            COMPLETION -> if (engine.completedThrough() >= target) {
+                engine.markAwaited(target)
+                completionOf(target)
             } else return false
-            COMPLETED_ALL -> if (engine.completedThrough() >= waitTarget) {
-                engine.markAwaited(waitTarget)
+            COMPLETED_ALL -> if (engine.completedThrough() >= target) {
+                engine.markAwaited(target)
                 Unit
             } else return false
-            BUFFER -> if (engine.completedThrough() >= waitTarget) Unit else return false
+            BUFFER -> if (engine.completedThrough() >= target) Unit else return false
             CREDIT_IDLE -> if (!engine.creditWriteInFlight()) Unit else return false
             MESSAGE -> if (engine.hasMessage()) takeMessage() else return false
-            ARRIVALS -> if (engine.stats().messagesReceived() >= waitTarget) Unit else return false
+            ARRIVALS -> if (engine.stats().messagesReceived() >= target) Unit else return false
             else -> return false
         }
         // Resumed right here, on the dispatcher thread it was parked on: no trip through the task
         // queue between a completion and the code that waits for it. Safe because every engine
         // callback reports progress last, and nothing a coroutine calls polls a CQ.
-        unpark().resume(value)
+        wait.unpark().resume(value)
         return true
     }
 
     /** A credit wait re-reads the credit word (the peer writes it without a completion here). */
-    fun pollCredit(): Boolean = waitKind == CREDIT && tryResume()
+    fun pollCredit(): Boolean = wait.kind == CREDIT && tryResume()
 
-    /**
-     * Ends the parked wait if its coroutine's job was cancelled (kotlinx's `withTimeout` around it,
-     * a cancelled scope): it then throws the job's CancellationException, or the scenario's failure
-     * when that is what cancelled it, and takes nothing. True if it did. Dispatcher thread.
-     */
-    fun releaseIfCancelled(): Boolean {
-        val job = waitJob ?: return false
-        if (!job.isCancelled) return false
-        val cause: Throwable = session.failure ?: try {
-            job.ensureActive()
-            return false // not cancelled after all: a job that completed normally
-        } catch (e: CancellationException) {
-            e
-        }
-        unpark().intercepted().resumeWithException(cause)
-        return true
-    }
+    /** [QpWait.releaseIfCancelled]: the Session agent's poll for a cancelled wait. */
+    fun releaseIfCancelled(): Boolean = wait.releaseIfCancelled()
 
-    /** Ends a parked wait with [cause] (the scenario failed or was cancelled). */
-    fun abort(cause: Throwable) {
-        if (waiter == null) return
-        unpark().intercepted().resumeWithException(cause)
-    }
+    /** [QpWait.abort]: the scenario failed or was cancelled. */
+    fun abort(cause: Throwable) = wait.abort(cause)
 
-    /** Fails the scenario when this QP's wait has outlived the peer's progress by the timeout. */
-    fun checkDeadline(now: Long) {
-        if (waiter == null) return
-        if (waitKind == MESSAGE && !engine.hasMessage() && engine.stats().messagesReceived() >= session.progress.peerMessagesSent(index)) {
-            // Everything the finished peer sent on this QP has arrived, and none is left for this receive().
-            session.fail(session.progress.peerFinishedWithoutSending(index))
-        } else if (session.progress.waitExpired(waitSince, now)) {
-            val what = when (waitKind) {
-                MESSAGE -> "a message in receive() on QP $index"
-                CREDIT -> "a free receive at the peer to ${waitOp.label()}() on QP $index"
-                WINDOW -> "the completion of earlier work requests to post on QP $index (sendDepth ${session.settings.sendDepth} are in flight)"
-                COMPLETION -> "the completion of a ${engine.kindOf(waitTarget).label()}() on QP $index"
-                BUFFER -> "the completion of a ${engine.kindOf(waitTarget).label()}() that uses buffer $waitBuffer of QP $index"
-                ARRIVALS -> "the last ${waitTarget - engine.stats().messagesReceived()} of the ${waitTarget} messages that ${session.peerLabel} " +
-                    "says it sent on QP $index to arrive"
-                else -> "the work posted on QP $index to complete"
-            }
-            session.fail(session.progress.waitedTooLong(what, index, receiving = waitKind == MESSAGE, onCredit = waitKind == CREDIT))
-        }
-    }
+    /** [QpWait.checkDeadline]: the Session agent's deadline check. */
+    fun checkDeadline(now: Long) = wait.checkDeadline(now)
 
     private companion object {
-        const val NONE = 0
-        const val MESSAGE = 1
-        const val CREDIT = 2
-        const val WINDOW = 3
-        const val COMPLETION = 4
-        const val COMPLETED_ALL = 5
-        const val CREDIT_IDLE = 6
-        const val ARRIVALS = 7
-        const val BUFFER = 8
         val EMPTY = ByteArray(0)
     }
 }
