@@ -15,12 +15,13 @@ import java.io.PrintStream
  * parses the options and runs the script, because this is the one place that knows the output
  * formats and files.
  */
+/** `--json`'s target: a file, or standard output when [file] is null (`--json -`). */
+internal data class JsonTarget(val file: File?)
+
 internal class RunResults(
     private val scriptName: String,
     private val gbits: Boolean,
-    /** `--json`: null for none; a target whose file is null writes to standard output. */
-    private val json: File?,
-    private val jsonToStdout: Boolean,
+    private val json: JsonTarget?,
     private val histogram: File?,
     /** `-a`'s one table, or null without -a. */
     val sweep: SweepOutput?,
@@ -69,13 +70,14 @@ internal class RunResults(
     /** `--json` and `--histogram`, when the command ends (failed or not). */
     fun write(start: ResultsStart) {
         val runs = synchronized(runs) { runs.toList() }
-        if (json != null || jsonToStdout) {
+        json?.let { target ->
             val text = ResultsDocument(start = start, runs = runs, error = error).toJson()
-            if (json == null) emit(text)
+            val file = target.file
+            if (file == null) emit(text)
             else try {
-                json.writeText(text + "\n")
+                file.writeText(text + "\n")
             } catch (e: IOException) {
-                throw CommandFailure("cannot write the results to $json: ${e.message}", cause = e)
+                throw CommandFailure("cannot write the results to $file: ${e.message}", cause = e)
             }
         }
         histogram?.let { file -> writeHistograms(file, runs) }

@@ -69,7 +69,6 @@ import kotlin.time.Duration
  */
 class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** Where `--json` goes: [file], or standard output when null (`--json -`). */
-    private data class JsonTarget(val file: File?)
 
     /** Who this process is in the scenario. */
     private sealed interface Mode {
@@ -177,7 +176,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
         val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: "none",
             script.path, source, given)
-        results = RunResults(script.name, perftest.reportGbits, json = json?.file, jsonToStdout = jsonToStdout,
+        results = RunResults(script.name, perftest.reportGbits, json = json,
             histogram = histogram, sweep = if (perftest.all && !check) SweepOutput(script.name, perftest.reportGbits) { say(it) } else null,
             say = { say(it) }, emit = { emit(it, err = false) })
         try {

@@ -7,6 +7,7 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
@@ -25,8 +26,9 @@ class SourceSizeTest {
         List<String> over;
         try (Stream<Path> files = Files.walk(main)) {
             over = files.filter(f -> f.toString().endsWith(".java"))
-                    .filter(f -> lines(f) > MAX_LINES)
-                    .map(f -> f + " has " + lines(f) + " lines")
+                    .map(f -> Map.entry(f, lines(f)))
+                    .filter(e -> e.getValue() > MAX_LINES)
+                    .map(e -> e.getKey() + " has " + e.getValue() + " lines")
                     .sorted()
                     .toList();
         }
