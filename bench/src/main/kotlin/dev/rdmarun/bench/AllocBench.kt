@@ -93,14 +93,14 @@ private fun runtimeBytesPerOp(device: String, ops: Long, warmup: Long): Double {
                     }
                     if (sender.post(OpKind.SEND, 8, 0, 0, 0, 0, 0, 0, 0) <= 0) result.completeExceptionally(IllegalStateException("the sender had to wait"))
                 }
-                sender.setListener { e ->
+                sender.setListener { e, _ ->
                     e.failure()?.let { result.completeExceptionally(it) }
                     if (e.posted() > done && e.completedThrough() == e.posted()) {
                         done++
                         next()
                     }
                 }
-                engines[1].setListener { e ->
+                engines[1].setListener { e, _ ->
                     e.failure()?.let { result.completeExceptionally(it) }
                     while (e.hasMessage()) e.releaseMessage()
                 }

@@ -349,7 +349,7 @@ internal object Preflight {
                 }
             }
             // Flushed work requests complete into engines nobody listens to any more.
-            engines.forEach { e -> attempt { e.setListener { } } }
+            engines.forEach { e -> attempt { e.setListener { _, _ -> } } }
             attempt { polling.removeAgent(local) }
             for (qp in qps) attempt { qp.modifyToError() }
             if (polled) {

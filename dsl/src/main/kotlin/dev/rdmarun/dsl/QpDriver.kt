@@ -8,6 +8,8 @@ import dev.rdmarun.dsl.QpWait.Companion.CREDIT
 import dev.rdmarun.dsl.QpWait.Companion.CREDIT_IDLE
 import dev.rdmarun.dsl.QpWait.Companion.MESSAGE
 import dev.rdmarun.dsl.QpWait.Companion.WINDOW
+import dev.rdmarun.runtime.engine.CompletedWork
+import dev.rdmarun.runtime.engine.Progress
 import dev.rdmarun.runtime.engine.QpEngine
 import java.lang.foreign.MemorySegment
 import java.lang.foreign.ValueLayout
@@ -48,6 +50,8 @@ internal class QpDriver private constructor(private val session: Session, val en
     private val wait = QpWait(session, engine, index)
 
     private var lastCompletion: Completion? = null
+    /** The completion [QpEngine.takeCompletion] took last: one, reused. */
+    private val taken = CompletedWork()
     /** The waiting receive()'s copyPayload. */
     private var receiveCopies = true
     private var lastBareMessage: Message? = null
@@ -178,10 +182,7 @@ internal class QpDriver private constructor(private val session: Session, val en
         stopped()
         val seq = engine.nextToAwait()
         if (seq == 0L) throw ScenarioException("awaitCompletion() on QP $index: no work request is outstanding (each one posted was awaited already)")
-        if (engine.completedThrough() >= seq) {
-            engine.markAwaited(seq)
-            return completionOf(seq)
-        }
+        if (engine.takeCompletion(seq, taken)) return completion()
         engine.requestCompletionOf(seq)
         return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, COMPLETION, seq) }
     }
@@ -206,10 +207,7 @@ internal class QpDriver private constructor(private val session: Session, val en
     private suspend fun awaitThrough(kind: Int) {
         stopped()
         val target = engine.posted()
-        if (engine.completedThrough() >= target) {
-            engine.markAwaited(target)
-            return
-        }
+        if (engine.takeCompletion(target, null)) return
         engine.requestCompletionOf(target)
         return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, kind, target) }
     }
@@ -232,10 +230,11 @@ internal class QpDriver private constructor(private val session: Session, val en
         return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, CREDIT_IDLE, 0) }
     }
 
-    private fun completionOf(seq: Long): Completion {
-        val kind = engine.kindOf(seq)
-        val bytes = engine.sizeOf(seq)
-        val value = engine.resultOf(seq)
+    /** The [Completion] of what [taken] holds, the completion just taken. */
+    private fun completion(): Completion {
+        val kind = taken.kind()
+        val bytes = taken.bytes()
+        val value = taken.value()
         val last = lastCompletion
         // Completions are values: the same one again (a loop's) is the same object, not a new one.
         if (last != null && last.opcode == kind && last.bytes == bytes && last.value == value) return last
@@ -297,9 +296,11 @@ internal class QpDriver private constructor(private val session: Session, val en
 
     // ---- waking: what each wait kind waits for (the wait itself is QpWait's) ----
 
-    override fun onProgress(engine: QpEngine) {
+    override fun onProgress(engine: QpEngine, what: Progress) {
         if (session.tearingDown) return // flushed work requests of a scenario that is over
-        engine.failure()?.let { session.fail(it) }
+        if (what == Progress.FAILED) session.fail(engine.failure())
+        // Any event may end the one wait (a completion frees a buffer and room in the window, an
+        // arrival is a credit's too): its condition decides.
         tryResume()
     }
 
@@ -311,14 +312,8 @@ internal class QpDriver private constructor(private val session: Session, val en
         val target = wait.target
         val value: Any = when (wait.kind) {
             CREDIT, WINDOW -> if (engine.blockedOn(wait.op) == 0L) Unit else return false
-            COMPLETION -> if (engine.completedThrough() >= target) {
-                engine.markAwaited(target)
-                completionOf(target)
-            } else return false
-            COMPLETED_ALL -> if (engine.completedThrough() >= target) {
-                engine.markAwaited(target)
-                Unit
-            } else return false
+            COMPLETION -> if (engine.takeCompletion(target, taken)) completion() else return false
+            COMPLETED_ALL -> if (engine.takeCompletion(target, null)) Unit else return false
             BUFFER -> if (engine.completedThrough() >= target) Unit else return false
             CREDIT_IDLE -> if (!engine.creditWriteInFlight()) Unit else return false
             MESSAGE -> if (engine.hasMessage()) takeMessage() else return false

@@ -136,7 +136,7 @@ final class CreditFlow {
             }
             window.completeThrough(creditCovers);
             returnCredits();
-            engine.progress();
+            engine.progress(Progress.WORK_COMPLETED);
         }
 
         @Override

@@ -110,7 +110,7 @@ final class Inbox {
             if (sink) {
                 stats.messagesNotReceived++;
                 repost(slot);
-                engine.progress();
+                engine.progress(Progress.MESSAGE_ARRIVED);
                 return;
             }
             int at = (heldHead + heldSize) % heldSlot.length;
@@ -122,7 +122,7 @@ final class Inbox {
             heldSize++;
             // A receive() already waiting takes the message straight from its slot (one copy);
             // only what is left then goes to the inbox.
-            engine.progress();
+            engine.progress(Progress.MESSAGE_ARRIVED);
             moveHeldToInbox();
         }
 

@@ -30,7 +30,7 @@ import java.util.Set;
  * of one buffer in a loop) and READs into one buffer in a loop go through. An atomic's old value
  * lands in a result word of its own (one per send-window entry, in the receive region), so atomics
  * in flight never share one; at its completion the engine copies it to offset 0 of the atomic's
- * buffer and {@link #resultOf} reports it.
+ * buffer and {@link #takeCompletion} reports it.
  *
  * <p><b>Credits.</b> Each side keeps {@code recvDepth} receives posted per QP and tells the peer, with
  * an RDMA WRITE of a counter into the peer's credit word, how many it re-posted; a sender posts a
@@ -40,8 +40,9 @@ import java.util.Set;
  * messages) and its receive re-posted at once, so a peer can send before this side asks; with the
  * inbox full it stays in its receive slot and its credit is withheld until a receive takes one.
  *
- * <p>Nothing here allocates in steady state. Completions and arrivals are reported to the
- * {@link Listener}, which is how drivers (the DSL's coroutines, a blocking Java loop) wake up.
+ * <p>Nothing here allocates in steady state. Completions, arrivals and the failure are reported to
+ * the {@link Listener} as {@link Progress} events, which is how drivers (the DSL's coroutines, a
+ * blocking Java loop) wake up; a driver takes a completion with {@link #takeCompletion}.
  *
  * <p>This class is a façade (it holds the peer and the failure, and decides whether a post waits)
  * over package-private parts, one per paragraph above: {@code Sender} and {@code SendWindow},
@@ -55,9 +56,9 @@ public final class QpEngine {
     /** {@link #post}: work in flight still uses the buffer in a way this work request would spoil ({@link #bufferBusyUntil}). */
     public static final long BLOCKED_ON_BUFFER = -3;
 
-    /** Told about progress on the dispatcher thread: completions, arrivals, credits, failures. */
+    /** Told about progress on the dispatcher thread, last in each engine callback. */
     public interface Listener {
-        void onProgress(QpEngine engine);
+        void onProgress(QpEngine engine, Progress what);
     }
 
     /** What the engine needs of the peer's QP (from the out-of-band exchange). */
@@ -80,7 +81,7 @@ public final class QpEngine {
     private final EngineConfig config;
     private final QpStats stats = new QpStats();
     private final int bufferSize;
-    private Listener listener = e -> { };
+    private Listener listener = (e, what) -> { };
     private Peer peer;
     private RuntimeException failure;
 
@@ -152,13 +153,14 @@ public final class QpEngine {
     }
 
     void fail(RuntimeException e) {
-        if (failure == null) failure = e;
-        listener.onProgress(this);
+        if (failure != null) return;
+        failure = e;
+        listener.onProgress(this, Progress.FAILED);
     }
 
     /** Reports progress to the listener: the parts call it last in every callback. */
-    void progress() {
-        listener.onProgress(this);
+    void progress(Progress what) {
+        listener.onProgress(this, what);
     }
 
     /** An error completion of [what]; a flush after the first failure says nothing new. */
@@ -256,23 +258,23 @@ public final class QpEngine {
         return window.nextToAwait();
     }
 
-    /** Marks every work request up to [seq] as awaited. */
-    public void markAwaited(long seq) {
+    /**
+     * Takes the completion of work request [seq]: when it has completed, marks it and every one
+     * before it awaited, fills [into] (when not null) with what [seq] was and returns true; else
+     * changes nothing and returns false ({@link #requestCompletionOf} makes sure it will be
+     * reported). [seq] must be among the last posted (the window's ring), as {@link #nextToAwait}
+     * and {@link #posted} are.
+     */
+    public boolean takeCompletion(long seq, CompletedWork into) {
+        if (window.completed() < seq) return false;
         window.markAwaited(seq);
+        if (into != null) into.set(seq, window.kindOf(seq), window.sizeOf(seq), window.resultOf(seq));
+        return true;
     }
 
-    /** What work request [seq] was; valid while it is among the last posted (the ring). */
+    /** What work request [seq] was, for messages; valid while it is among the last posted (the ring). */
     public OpKind kindOf(long seq) {
         return window.kindOf(seq);
-    }
-
-    public int sizeOf(long seq) {
-        return window.sizeOf(seq);
-    }
-
-    /** An atomic's old value at the peer, read when it completed (0 for other kinds). */
-    public long resultOf(long seq) {
-        return window.resultOf(seq);
     }
 
     /**

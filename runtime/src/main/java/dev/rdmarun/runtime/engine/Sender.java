@@ -116,7 +116,7 @@ final class Sender {
             stats.latency.recordValue(latency);
             stats.latencyInWarmup(seq, latency);
             window.completeThrough(seq);
-            engine.progress();
+            engine.progress(Progress.WORK_COMPLETED);
         }
 
         @Override

@@ -35,12 +35,12 @@ class SelectiveSignalingTest {
             });
             // Await each in turn as the DSL does: a wait on an unsignaled one asks the engine to report it.
             List<String> awaited = new ArrayList<>();
+            CompletedWork taken = new CompletedWork();
             pair.awaitTrue("all ten are awaited", () -> {
                 long seq = sender.nextToAwait();
                 if (seq == 0) return true;
-                if (sender.completedThrough() >= seq) {
-                    awaited.add(seq + ":" + sender.kindOf(seq) + ":" + sender.sizeOf(seq));
-                    sender.markAwaited(seq);
+                if (sender.takeCompletion(seq, taken)) {
+                    awaited.add(taken.seq() + ":" + taken.kind() + ":" + taken.bytes());
                 } else {
                     sender.requestCompletionOf(seq);
                 }
@@ -94,7 +94,10 @@ class SelectiveSignalingTest {
                 assertEquals(bytes, sender.stats().bytesSent());
                 assertEquals(256, sender.outstanding(), "nobody awaited them: the ring remembers its last 256");
                 assertEquals(total - 255, sender.nextToAwait());
-                assertEquals(total % 64 + 1, sender.sizeOf(total));
+                CompletedWork last = new CompletedWork();
+                assertTrue(sender.takeCompletion(total, last));
+                assertEquals(total % 64 + 1, last.bytes());
+                assertEquals(0, sender.outstanding(), "taking the last takes every one before it");
                 return null;
             });
         }
