@@ -3,7 +3,7 @@
 # size, iterations, QPs and depths, the two tools alternating, each peer pinned to its own vCPU
 # (taskset -c 0 for the server, -c 1 for the client, the same for both tools).
 #
-#   bench/perftest-compare.sh [--quick] [--rounds N] [--cases REGEX]
+#   bench/perftest-compare.sh [--quick] [--rounds N] [--cases REGEX] [--against CHECKOUT]
 #
 # On a machine without rxe0 it snapshots the build, warms the compiled-script cache and runs
 # itself in the Soft-RoCE VM (../shared/softroce/softroce-vm.sh, 2 vCPUs under multi-threaded
@@ -59,6 +59,12 @@
 #   lat_ratio=  bw_ratio=  pingpong_ratio=  user_lat_ratio=  user_bw_ratio=  user_pingpong_ratio=
 #   user_self_lat_ratio=  user_self_bw_ratio=  cold_lat_ratio=   (medians of the cases' ratios)
 #   jvm_runs=  jvm_crashes=                  (guest JVMs that died of a signal; see BENCHMARKS.md)
+# --against CHECKOUT: another built checkout of rdma-run (a worktree of an older commit, say:
+#   git worktree add --detach ../before REV && (cd ../before && ./mvnw -DskipTests package)),
+#   run in the same VM boot and the same rounds, right after this build's run of each case, with
+#   its own launcher, scripts and compiled-script cache: a before/after comparison that the VM's
+#   drift between boots does not blur. Each case then also prints `against` and against/C, and a
+#   last line `against_lat_ratio= ...` holds the other build's medians as the line above holds this one's.
 # Exit status: 0 when every case has figures from both tools, 1 otherwise.
 set -euo pipefail
 root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,12 +72,14 @@ root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 quick=0
 rounds=5
 only=""
+against=""
 args=("$@")
 while (($#)); do
   case $1 in
     --quick) quick=1 ;;
     --rounds) rounds=${2:?--rounds needs a number}; shift ;;
     --cases) only=${2:?--cases needs a regular expression}; shift ;;
+    --against) against=${2:?--against needs a built checkout}; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "perftest-compare: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -91,10 +99,19 @@ if [ -z "${SOFTROCE_DEV-}" ]; then
   trap 'rm -rf "$snap"' EXIT
   snapshot_build "$snap"
   warm_script_cache "$snap" "$snap"/bench/scenarios/*.main.kts "$snap"/samples/pingpong-lat.main.kts "$snap"/samples/write-bw.main.kts
+  if [ -n "$against" ]; then
+    [ -f "$against/scripts/target/rdma-run.jar" ] && [ -f "$against/samples/target/classpath.txt" ] ||
+      { echo "perftest-compare: --against $against is not a built checkout (./mvnw -DskipTests package there)" >&2; exit 2; }
+    export BENCH_AGAINST="$snap/against"
+    ( root=$(cd "$against" && pwd -P)
+      snapshot_build "$BENCH_AGAINST"
+      warm_script_cache "$BENCH_AGAINST" "$BENCH_AGAINST"/bench/scenarios/*.main.kts \
+        "$BENCH_AGAINST"/samples/pingpong-lat.main.kts "$BENCH_AGAINST"/samples/write-bw.main.kts )
+  fi
   export BENCH_LOG_DIR="$root/target/bench"
   rm -rf "$BENCH_LOG_DIR" && mkdir -p "$BENCH_LOG_DIR"
   set +e
-  "$vm" -C -c 2 -t "${BENCH_VM_TIMEOUT:-9000}" -e RDMA_RUN_CACHE -e BENCH_LOG_DIR -e RDMA_RUN_JAVA_OPTS -e BENCH_LAT_WARMUP -e BENCH_BW_WARMUP \
+  "$vm" -C -c 2 -t "${BENCH_VM_TIMEOUT:-9000}" -e RDMA_RUN_CACHE -e BENCH_LOG_DIR -e RDMA_RUN_JAVA_OPTS -e BENCH_LAT_WARMUP -e BENCH_BW_WARMUP -e BENCH_AGAINST \
     -- bash "$snap/bench/perftest-compare.sh" ${args[@]+"${args[@]}"}
   rc=$?
   set -e
@@ -104,6 +121,7 @@ if [ -z "${SOFTROCE_DEV-}" ]; then
 fi
 
 # ---- in the VM ----
+against=${BENCH_AGAINST-}  # the snapshot of --against's checkout, as the host made it
 DEV=$SOFTROCE_DEV
 IP=$SOFTROCE_IP
 GIDX=${SOFTROCE_GID_INDEX:-1}
@@ -201,14 +219,44 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) prin
 
 failed=0
 kinds=(lat bw pingpong user_lat user_bw user_pingpong user_self_lat user_self_bw cold_lat)
-declare -A ratios=()
+declare -A ratios=() against_ratios=()
+
+# rdma_side BASE C_LOG: one rdma-run run of the current case (kind, size, r_args) with $RDMA_RUN; sets rv
+# (its figure) and rc_v (its cold figure, where the case has one).
+rdma_side() {
+  local base=$1
+  rv="" rc_v=""
+  if [[ $kind == *pingpong ]]; then
+    if pair "$base" "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ -- "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ "$IP"; then
+      rv=$(iter_of "$base.client")
+      if [ "$kind" = pingpong ]; then rc_v=$(grep 'warm-up (not counted)' "$base.client" | iter_of /dev/stdin); fi
+    fi
+  else
+    local common=("${r_args[@]}" -d "$DEV" -g "$GIDX" --timeout 120s) inline
+    # lat.main.kts: inline sends as perftest used them this round (it disables them on devices it
+    # does not know, rxe among them). The user's scripts run as typed.
+    inline=$(sed -n 's/.*Max inline data *: *\([0-9]*\).*/\1/p' "$2" | head -1)
+    [[ $kind == lat || $kind == cold_lat ]] && [ -n "$inline" ] && common+=(--set "inline=$inline")
+    if pair "$base" "$RDMA_RUN" "${common[@]}" --listen @PORT@ -- "$RDMA_RUN" "${common[@]}" --peer "$IP:@PORT@"; then
+      case $kind in
+        lat) rv=$(field_of "$base.client" steady_us); rc_v=$(field_of "$base.client" cold_us) ;;
+        bw) rv=$(mib_of "$(field_of "$base.client" steady_MBps)"); rc_v=$(mib_of "$(field_of "$base.client" cold_MBps)") ;;
+        cold_lat) rv=$(field_of "$base.client" cold_us) ;;
+        user_lat) rv=$(lat_of "$base.client" "$size") ;;
+        user_bw) rv=$(bw_of "$base.client" "$size") ;;
+        user_self_lat) rv=$(field_of "$base.client" one_way_us) ;;
+        user_self_bw) rv=$(field_of "$base.client" MiBps) ;;
+      esac
+    fi
+  fi
+}
 
 # run_case NAME KIND C_CMD... -- RDMA_ARGS...: KIND, one of $kinds, says how each side's figure
 # is read (*lat: perftest's t_typical, *bw: its BW average, *pingpong: usec/iter), whether
 # RDMA_ARGS follow `rdma-run pingpong` (*pingpong) or are a script and its flags, and which summary
 # ratio the case's joins.
 run_case() {
-  local name=$1 kind=$2 c_cmd=() r_args=() round cv rv rc_v c_all="" r_all="" rc_all=""
+  local name=$1 kind=$2 c_cmd=() r_args=() round cv rv rc_v av c_all="" r_all="" rc_all="" a_all=""
   shift 2
   [[ -n $only && ! $name =~ $only ]] && return 0
   while [ "$1" != -- ]; do c_cmd+=("$1"); shift; done
@@ -217,7 +265,7 @@ run_case() {
   mkdir -p "$LOGS/$name"
   for ((round = 1; round <= rounds; round++)); do
     local base="$LOGS/$name/$round"
-    cv="" rv="" rc_v=""
+    cv="" rv="" rc_v="" av=""
     # perftest (or ibv_rc_pingpong) first, then rdma-run: alternating, round after round
     if pair "$base.c" "${c_cmd[@]}" -p @PORT@ -- "${c_cmd[@]}" -p @PORT@ "$IP"; then
       case $kind in
@@ -226,37 +274,29 @@ run_case() {
         *pingpong) cv=$(iter_of "$base.c.client") ;;
       esac
     fi
-    if [[ $kind == *pingpong ]]; then
-      if pair "$base.r" "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ -- "$RDMA_RUN" pingpong "${r_args[@]}" -p @PORT@ "$IP"; then
-        rv=$(iter_of "$base.r.client")
-        if [ "$kind" = pingpong ]; then rc_v=$(grep 'warm-up (not counted)' "$base.r.client" | iter_of /dev/stdin); fi
-      fi
-    else
-      local common=("${r_args[@]}" -d "$DEV" -g "$GIDX" --timeout 120s) inline
-      # lat.main.kts: inline sends as perftest used them this round (it disables them on devices it
-      # does not know, rxe among them). The user's scripts run as typed.
-      inline=$(sed -n 's/.*Max inline data *: *\([0-9]*\).*/\1/p' "$base.c.client" | head -1)
-      [[ $kind == lat || $kind == cold_lat ]] && [ -n "$inline" ] && common+=(--set "inline=$inline")
-      if pair "$base.r" "$RDMA_RUN" "${common[@]}" --listen @PORT@ -- "$RDMA_RUN" "${common[@]}" --peer "$IP:@PORT@"; then
-        case $kind in
-          lat) rv=$(field_of "$base.r.client" steady_us); rc_v=$(field_of "$base.r.client" cold_us) ;;
-          bw) rv=$(mib_of "$(field_of "$base.r.client" steady_MBps)"); rc_v=$(mib_of "$(field_of "$base.r.client" cold_MBps)") ;;
-          cold_lat) rv=$(field_of "$base.r.client" cold_us) ;;
-          user_lat) rv=$(lat_of "$base.r.client" "$size") ;;
-          user_bw) rv=$(bw_of "$base.r.client" "$size") ;;
-          user_self_lat) rv=$(field_of "$base.r.client" one_way_us) ;;
-          user_self_bw) rv=$(field_of "$base.r.client" MiBps) ;;
-        esac
-      fi
+    rdma_side "$base.r" "$base.c.client"
+    if [ -n "$against" ]; then
+      # The other build, right after, in the same round: its launcher, scripts and script cache.
+      local saved=("$RDMA_RUN" "$RDMA_RUN_CACHE") mine=("${r_args[@]}") rv_here=$rv rc_here=$rc_v
+      RDMA_RUN="$against/bin/rdma-run" RDMA_RUN_CACHE="$against/script-cache"
+      r_args=("${mine[@]/#$root\//$against/}")
+      rdma_side "$base.a" "$base.c.client"
+      av=$rv
+      RDMA_RUN=${saved[0]} RDMA_RUN_CACHE=${saved[1]} r_args=("${mine[@]}") rv=$rv_here rc_v=$rc_here
     fi
-    say "  $name round $round: C ${cv:-failed}, rdma-run ${rv:-failed}${rc_v:+ (cold $rc_v)}"
-    c_all+=" $cv" r_all+=" $rv" rc_all+=" $rc_v"
+    say "  $name round $round: C ${cv:-failed}, rdma-run ${rv:-failed}${rc_v:+ (cold $rc_v)}${against:+, against ${av:-failed}}"
+    c_all+=" $cv" r_all+=" $rv" rc_all+=" $rc_v" a_all+=" $av"
   done
-  local cm rm rcm q unit
-  cm=$(echo "$c_all" | median) rm=$(echo "$r_all" | median) rcm=$(echo "$rc_all" | median)
+  local cm rm rcm q unit am aq=""
+  cm=$(echo "$c_all" | median) rm=$(echo "$r_all" | median) rcm=$(echo "$rc_all" | median) am=$(echo "$a_all" | median)
   q=$(ratio "$rm" "$cm")
   case $kind in *lat | *pingpong) unit=us ;; *bw) unit=MB/s ;; esac
-  say "$name: C ${cm:-n/a} $unit, rdma-run ${rm:-n/a} $unit${rcm:+ (cold $rcm)}, rdma-run/C ${q:-n/a}"
+  if [ -n "$against" ]; then
+    aq=$(ratio "$am" "$cm")
+    [ -n "$aq" ] && against_ratios[$kind]="${against_ratios[$kind]-} $aq"
+    [ -n "$aq" ] || failed=1
+  fi
+  say "$name: C ${cm:-n/a} $unit, rdma-run ${rm:-n/a} $unit${rcm:+ (cold $rcm)}, rdma-run/C ${q:-n/a}${against:+; against ${am:-n/a} $unit, against/C ${aq:-n/a}}"
   if [ -z "$q" ]; then
     failed=1
     return 0
@@ -336,5 +376,10 @@ fi
 summary=""
 for k in "${kinds[@]}"; do summary+=" ${k}_ratio=$(echo "${ratios[$k]-}" | median)"; done
 say "${summary# }"
+if [ -n "$against" ]; then
+  summary=""
+  for k in "${kinds[@]}"; do summary+=" against_${k}_ratio=$(echo "${against_ratios[$k]-}" | median)"; done
+  say "${summary# }"
+fi
 say "jvm_runs=$jvm_runs jvm_crashes=$jvm_crashes"
 exit $failed
