@@ -82,7 +82,8 @@ public abstract non-sealed class MemoryRegion extends VerbsResource {
     /** Throws when the region is closed or [offset, offset+length) is not inside it. Allocation-free on success. */
     final void checkBounds(long offset, long length) {
         ensureOpen();
-        if (offset < 0 || length < 0 || offset + length > buffer.byteSize()) {
+        // Not offset + length > size: that sum overflows for an offset near Long.MAX_VALUE.
+        if (offset < 0 || length < 0 || offset > buffer.byteSize() - length) {
             throw new IndexOutOfBoundsException("range [" + offset + ", " + (offset + length)
                     + ") is outside the " + buffer.byteSize() + "-byte memory region");
         }

@@ -1,6 +1,7 @@
 package dev.rdmarun.runtime;
 
 import dev.rdmarun.runtime.os.Errno;
+import java.util.Objects;
 import java.util.Set;
 
 /**
@@ -197,6 +198,7 @@ public abstract non-sealed class QueuePair extends VerbsResource {
      * 8-byte length before the provider sees anything.
      */
     public final void postSend(SendWorkRequest wr) {
+        Objects.requireNonNull(wr, "postSend needs a work request");
         ensureOpen();
         MemoryRegion mr = wr.mr();
         if (mr == null) throw new IllegalArgumentException("a send work request needs a local memory region (local(mr, offset, length))");

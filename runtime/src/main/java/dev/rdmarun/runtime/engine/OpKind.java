@@ -1,6 +1,7 @@
 package dev.rdmarun.runtime.engine;
 
 import dev.rdmarun.runtime.Access;
+import dev.rdmarun.runtime.WrOpcode;
 
 /**
  * The work requests an engine posts, with what each needs from the two peers: whether it consumes
@@ -8,23 +9,25 @@ import dev.rdmarun.runtime.Access;
  * the HCA writes into this side's buffer (READ data, atomic results).
  */
 public enum OpKind {
-    SEND("send", true, null, false),
-    SEND_WITH_IMM("sendWithImm", true, null, false),
-    WRITE("write", false, Access.REMOTE_WRITE, false),
-    WRITE_WITH_IMM("writeWithImm", true, Access.REMOTE_WRITE, false),
-    READ("read", false, Access.REMOTE_READ, true),
-    COMPARE_AND_SWAP("compareAndSwap", false, Access.REMOTE_ATOMIC, true),
-    FETCH_AND_ADD("fetchAndAdd", false, Access.REMOTE_ATOMIC, true);
+    SEND("send", WrOpcode.SEND, true, null, false),
+    SEND_WITH_IMM("sendWithImm", WrOpcode.SEND_WITH_IMM, true, null, false),
+    WRITE("write", WrOpcode.RDMA_WRITE, false, Access.REMOTE_WRITE, false),
+    WRITE_WITH_IMM("writeWithImm", WrOpcode.RDMA_WRITE_WITH_IMM, true, Access.REMOTE_WRITE, false),
+    READ("read", WrOpcode.RDMA_READ, false, Access.REMOTE_READ, true),
+    COMPARE_AND_SWAP("compareAndSwap", WrOpcode.ATOMIC_CMP_AND_SWP, false, Access.REMOTE_ATOMIC, true),
+    FETCH_AND_ADD("fetchAndAdd", WrOpcode.ATOMIC_FETCH_AND_ADD, false, Access.REMOTE_ATOMIC, true);
 
     private static final OpKind[] VALUES = values();
 
     private final String label;
+    private final WrOpcode opcode;
     private final boolean consumesPeerReceive;
     private final Access peerAccess;
     private final boolean writesLocalBuffer;
 
-    OpKind(String label, boolean consumesPeerReceive, Access peerAccess, boolean writesLocalBuffer) {
+    OpKind(String label, WrOpcode opcode, boolean consumesPeerReceive, Access peerAccess, boolean writesLocalBuffer) {
         this.label = label;
+        this.opcode = opcode;
         this.consumesPeerReceive = consumesPeerReceive;
         this.peerAccess = peerAccess;
         this.writesLocalBuffer = writesLocalBuffer;
@@ -33,6 +36,11 @@ public enum OpKind {
     /** The DSL's name for it: "send", "fetchAndAdd", ... */
     public String label() {
         return label;
+    }
+
+    /** The verbs opcode ({@code ibv_wr_opcode}) of its work request. */
+    public WrOpcode opcode() {
+        return opcode;
     }
 
     public boolean consumesPeerReceive() {

@@ -8,7 +8,6 @@ import dev.rdmarun.runtime.RemoteRegion;
 import dev.rdmarun.runtime.SendFlags;
 import dev.rdmarun.runtime.SendWorkRequest;
 import dev.rdmarun.runtime.WorkCompletions;
-import dev.rdmarun.runtime.WrOpcode;
 
 /**
  * Hands a work request that may go now to the device, and takes the completions of the signaled
@@ -75,19 +74,11 @@ final class Sender {
         window.record(seq, kind, bytes, localOffset, signaled);
         try {
             // One request, refilled per post: the providers copy it before postSend returns.
-            SendWorkRequest r = wr.clear().wrId(wrId).flags(flags);
-            switch (kind) {
-                case SEND -> r.opcode(WrOpcode.SEND).local(data, localOffset, bytes);
-                case SEND_WITH_IMM -> r.opcode(WrOpcode.SEND_WITH_IMM).local(data, localOffset, bytes).imm(imm);
-                case WRITE -> r.opcode(WrOpcode.RDMA_WRITE).local(data, localOffset, bytes).remote(remoteAddress, rkey);
-                case WRITE_WITH_IMM -> r.opcode(WrOpcode.RDMA_WRITE_WITH_IMM).local(data, localOffset, bytes)
-                        .remote(remoteAddress, rkey).imm(imm);
-                case READ -> r.opcode(WrOpcode.RDMA_READ).local(data, localOffset, bytes).remote(remoteAddress, rkey);
-                case COMPARE_AND_SWAP -> r.opcode(WrOpcode.ATOMIC_CMP_AND_SWP).local(recv, resultWord, QueuePair.ATOMIC_SIZE)
-                        .remote(remoteAddress, rkey).atomic(compareAdd, swap);
-                case FETCH_AND_ADD -> r.opcode(WrOpcode.ATOMIC_FETCH_AND_ADD).local(recv, resultWord, QueuePair.ATOMIC_SIZE)
-                        .remote(remoteAddress, rkey).atomic(compareAdd, 0L);
-            }
+            SendWorkRequest r = wr.clear().wrId(wrId).flags(flags).opcode(kind.opcode()).imm(imm);
+            // An atomic's local side is its own result word; the providers ignore what the opcode does not read.
+            if (kind.isAtomic()) r.local(recv, resultWord, QueuePair.ATOMIC_SIZE).atomic(compareAdd, swap);
+            else r.local(data, localOffset, bytes);
+            if (kind.peerAccess() != null) r.remote(remoteAddress, rkey);
             qp.postSend(r);
         } catch (RuntimeException e) {
             if (signaled) dispatcher.unregister(wrId);

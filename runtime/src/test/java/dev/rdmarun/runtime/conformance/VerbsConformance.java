@@ -537,6 +537,10 @@ abstract class VerbsConformance extends OnDevice {
         try (Loopback lo = new Loopback(context, Set.of(), 7)) {
             MemoryRegion mr = lo.pd.registerMemory(4096, EnumSet.of(Access.LOCAL_WRITE));
             assertThrows(IndexOutOfBoundsException.class, () -> lo.a.postSend(1, mr, 4000, 200, SendFlags.SIGNALED));
+            // offset + length overflows to a negative sum that a naive check lets through
+            assertThrows(IndexOutOfBoundsException.class, () -> lo.a.postSend(1, mr, Long.MAX_VALUE - 2, 8, SendFlags.SIGNALED));
+            assertThrows(IndexOutOfBoundsException.class, () -> lo.a.postSend(new SendWorkRequest().local(mr, 8, Integer.MAX_VALUE)));
+            assertEquals("postSend needs a work request", assertThrows(NullPointerException.class, () -> lo.a.postSend(null)).getMessage());
             assertThrows(IllegalArgumentException.class, () -> lo.pd.registerMemory(4096, EnumSet.of(Access.REMOTE_WRITE)));
         }
     }
