@@ -305,7 +305,7 @@ final class SoftQueuePair extends QueuePair {
             timeout = connectTimeoutNanos;
         }
         String outbound = l instanceof TcpConnection c ? c.trouble(timeout) : null;
-        long evicted = context.transport.evictedConnections();
+        long evicted = context.transport.listeners.evictedConnections();
         String inbound = evicted == 0 ? null : "this side's soft0 port evicted " + evicted
                 + " unauthenticated connections (a flood?)";
         if (outbound == null) return inbound;

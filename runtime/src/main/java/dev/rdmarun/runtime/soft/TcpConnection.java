@@ -156,7 +156,7 @@ final class TcpConnection implements Link {
             FabricKey k = TcpHandshake.accept(this, context, in, o);
             if (k == null) return;
             counted = false;
-            if (!transport.leaveSlot(this)) return; // evicted in the meantime: its socket is closed
+            if (!transport.listeners.leaveSlot(this)) return; // evicted in the meantime: its socket is closed
             key = k;
             lastActivity = System.nanoTime();
             writer.start();
@@ -173,7 +173,7 @@ final class TcpConnection implements Link {
         } catch (IOException | RuntimeException | Error e) {
             // garbage, a peer gone, or a deadline passed: the connection ends
         } finally {
-            if (counted) transport.leaveSlot(this);
+            if (counted) transport.listeners.leaveSlot(this);
             if (!reading) ended();
         }
     }

@@ -1,14 +1,9 @@
 package dev.rdmarun.runtime.soft;
 
 import dev.rdmarun.runtime.FabricKey;
-import dev.rdmarun.runtime.SoftTransport;
 import dev.rdmarun.runtime.VerbsException;
-import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.StandardSocketOptions;
-import java.nio.channels.ServerSocketChannel;
-import java.nio.channels.SocketChannel;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -60,13 +55,9 @@ final class TcpTransport {
     volatile long idleDeadlineNanos = TimeUnit.MILLISECONDS.toNanos(IDLE_DEADLINE_MS);
 
     final SoftContext context;
-    private final ConcurrentHashMap<InetAddress, ServerSocketChannel> listeners = new ConcurrentHashMap<>();
+    final TcpListeners listeners = new TcpListeners(this);
     final ConcurrentHashMap<Route, TcpConnection> outbound = new ConcurrentHashMap<>();
     final Set<TcpConnection> connections = ConcurrentHashMap.newKeySet();
-    /** Accepted connections still authenticating, oldest first (guarded by itself). */
-    private final java.util.List<TcpConnection> unauthenticated = new java.util.ArrayList<>();
-    /** Unauthenticated connections closed to make room for a newer one. */
-    private final AtomicLong evicted = new AtomicLong();
     private volatile Thread sweeper;
     /** Frames of authenticated connections skipped unread (for no QP, or a QP not behind their key). */
     final AtomicLong skippedFrames = new AtomicLong();
@@ -91,23 +82,9 @@ final class TcpTransport {
      */
     int listen(InetAddress address) {
         if (closed) throw new VerbsException("this soft0 context is closed", null);
-        ServerSocketChannel server = listeners.computeIfAbsent(address, a -> {
-            try {
-                ServerSocketChannel s = ServerSocketChannel.open();
-                s.bind(new InetSocketAddress(a, 0));
-                Thread.ofVirtual().name(context.deviceName() + "-accept").start(() -> acceptLoop(s));
-                SoftFabric.listening(new InetSocketAddress(a, s.socket().getLocalPort()), context);
-                return s;
-            } catch (IOException e) {
-                throw new VerbsException("the software provider cannot listen on " + a.getHostAddress() + ": "
-                        + e.getMessage(), "soft0 QPs reach other processes over TCP; check that this process may"
-                        + " open a listening socket, or set " + SoftTransport.PROPERTY + "=memory when both"
-                        + " peers are in this JVM");
-            }
-        });
+        int port = listeners.listen(address);
         startSweeper();
-        if (closed) closeQuietly(server);
-        return server.socket().getLocalPort();
+        return port;
     }
 
     /** The connection that carries requests with this key to this remote listener (connected on first use). */
@@ -126,90 +103,12 @@ final class TcpTransport {
         return Thread.ofPlatform().daemon(true);
     }
 
-    private TcpConnection start(TcpConnection c) {
+    /** Counts c among the connections and makes its writer (started now for an outbound one). */
+    TcpConnection start(TcpConnection c) {
         connections.add(c);
         c.writer = io().name(context.deviceName() + "-tcp-writer").unstarted(c::writeLoop);
         if (c.route != null) c.writer.start();
         return c;
-    }
-
-    private void acceptLoop(ServerSocketChannel server) {
-        while (!closed && server.isOpen()) {
-            try {
-                SocketChannel s = server.accept();
-                if (closed) {
-                    closeQuietly(s);
-                    continue;
-                }
-                s.setOption(StandardSocketOptions.TCP_NODELAY, true);
-                TcpConnection c = new TcpConnection(this, null, s);
-                admit(c);
-                start(c);
-                Thread.ofVirtual().name(context.deviceName() + "-tcp-auth").start(c::acceptorLoop);
-            } catch (IOException | RuntimeException | Error e) {
-                if (closed || !server.isOpen()) return;
-                // one failed accept (out of descriptors, say) must not end the listener
-            }
-        }
-    }
-
-    /**
-     * Gives c one of the MAX_UNAUTHENTICATED slots, evicting an unauthenticated connection when
-     * they are all taken: a newcomer may be the peer, while those that hold slots are idle or
-     * slow (see the class comment for which one goes).
-     */
-    private void admit(TcpConnection c) {
-        TcpConnection victim = null;
-        synchronized (unauthenticated) {
-            if (unauthenticated.size() >= MAX_UNAUTHENTICATED) {
-                victim = victim();
-                unauthenticated.remove(victim);
-            }
-            unauthenticated.add(c);
-        }
-        if (victim != null) {
-            evicted.incrementAndGet();
-            victim.closeSocket(); // its handshake fails, and its thread forgets it
-        }
-    }
-
-    /** The slot to free: one that sent nothing yet first, then of the source holding most slots, the oldest. */
-    private TcpConnection victim() {
-        java.util.Map<InetAddress, Integer> held = slotsBySource();
-        TcpConnection best = null;
-        for (TcpConnection c : unauthenticated) { // oldest first: a later one replaces best only when strictly worse off
-            if (best == null || !c.heard && best.heard
-                    || c.heard == best.heard && held.get(c.source) > held.get(best.source)) {
-                best = c;
-            }
-        }
-        return best;
-    }
-
-    /** Whether c still held an unauthenticated slot (false: it was evicted); it holds none now. */
-    boolean leaveSlot(TcpConnection c) {
-        synchronized (unauthenticated) {
-            return unauthenticated.remove(c);
-        }
-    }
-
-    /** Unauthenticated connections this context's listeners closed to make room for newer ones. */
-    long evictedConnections() {
-        return evicted.get();
-    }
-
-    /** How many unauthenticated slots each source address holds now. */
-    java.util.Map<InetAddress, Integer> unauthenticatedBySource() {
-        synchronized (unauthenticated) {
-            return slotsBySource();
-        }
-    }
-
-    /** The slots each source holds (the lock on unauthenticated held). */
-    private java.util.Map<InetAddress, Integer> slotsBySource() {
-        java.util.Map<InetAddress, Integer> held = new java.util.HashMap<>();
-        for (TcpConnection c : unauthenticated) held.merge(c.source, 1, Integer::sum);
-        return held;
     }
 
     /** Closes connections past their deadline: unauthenticated after AUTH_DEADLINE_MS, unused and idle after IDLE_DEADLINE_MS. */
@@ -239,18 +138,9 @@ final class TcpTransport {
         return skippedFrames.get();
     }
 
-    int listenerCount() {
-        return listeners.size();
-    }
-
-    /** The addresses the listeners are bound to. */
-    java.util.List<InetAddress> listenerAddresses() {
-        return listeners.values().stream().map(s -> s.socket().getInetAddress()).toList();
-    }
-
     void close() {
         closed = true;
-        for (ServerSocketChannel s : listeners.values()) closeQuietly(s);
+        listeners.close();
         for (TcpConnection c : connections) c.close();
         Thread t = sweeper;
         if (t != null) {

@@ -93,7 +93,7 @@ class SoftFabricSecurityTest {
         }
 
         int listeners() {
-            return context.transport.listenerCount();
+            return context.transport.listeners.count();
         }
     }
 
@@ -149,7 +149,7 @@ class SoftFabricSecurityTest {
         assertEquals(1, view(a).listeners());
         assertTrue(x.endpoint().lid() > SoftFabric.MAX_MEMORY_LID, "the LID is the listener's port");
         assertEquals(java.util.List.of(SoftFabric.address(x.endpoint().gid())),
-                ((SoftContext) a).transport.listenerAddresses(), "bound to the GID's address only");
+                ((SoftContext) a).transport.listeners.addresses(), "bound to the GID's address only");
         side(a, 2);
         assertEquals(1, view(a).listeners(), "one listener per address");
     }

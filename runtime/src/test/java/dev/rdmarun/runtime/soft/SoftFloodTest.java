@@ -118,7 +118,7 @@ class SoftFloodTest {
         SoftFabricSecurityTest.connect(y, x.endpoint(), key, RETRY_TIMEOUT, Duration.ofSeconds(20));
         writeAndCheck(x, y, 41L);
         writeAndCheck(y, x, 42L);
-        assertTrue(transport(b).evictedConnections() >= 48, "the flood's connections were evicted and counted");
+        assertTrue(transport(b).listeners.evictedConnections() >= 48, "the flood's connections were evicted and counted");
     }
 
     /**
@@ -136,11 +136,11 @@ class SoftFloodTest {
         List<Socket> fromMany = new ArrayList<>();
         for (int i = 0; i < TcpTransport.MAX_UNAUTHENTICATED - 1; i++) fromMany.add(open(many, listener(x)));
         open(one, listener(x));
-        await("every slot taken", () -> t.unauthenticatedBySource().equals(
+        await("every slot taken", () -> t.listeners.unauthenticatedBySource().equals(
                 Map.of(many, TcpTransport.MAX_UNAUTHENTICATED - 1, one, 1)));
         open(newcomer, listener(x));
-        await("one evicted", () -> t.evictedConnections() == 1);
-        assertEquals(Map.of(many, TcpTransport.MAX_UNAUTHENTICATED - 2, one, 1, newcomer, 1), t.unauthenticatedBySource());
+        await("one evicted", () -> t.listeners.evictedConnections() == 1);
+        assertEquals(Map.of(many, TcpTransport.MAX_UNAUTHENTICATED - 2, one, 1, newcomer, 1), t.listeners.unauthenticatedBySource());
         fromMany.getFirst().setSoTimeout(20_000); // a safety net against hanging
         assertEquals(-1, fromMany.getFirst().getInputStream().read(), "the oldest of the source with most slots is closed");
     }
