@@ -61,8 +61,8 @@
 #   jvm_runs=  jvm_crashes=                  (guest JVMs that died of a signal; see BENCHMARKS.md)
 # --against CHECKOUT: another built checkout of rdma-run (a worktree of an older commit, say:
 #   git worktree add --detach ../before REV && (cd ../before && ./mvnw -DskipTests package)),
-#   run in the same VM boot and the same rounds, right after this build's run of each case, with
-#   its own launcher, scripts and compiled-script cache: a before/after comparison that the VM's
+#   run in the same VM boot and the same rounds as this build, the two taking turns going first
+#   (odd rounds this one), each with its own launcher, scripts and compiled-script cache: a before/after comparison that the VM's
 #   drift between boots does not blur. Each case then also prints `against` and against/C, and a
 #   last line `against_lat_ratio= ...` holds the other build's medians as the line above holds this one's.
 # Exit status: 0 when every case has figures from both tools, 1 otherwise.
@@ -251,6 +251,17 @@ rdma_side() {
   fi
 }
 
+# against_side BASE: rdma_side of --against's build (its launcher, scripts and script cache) into
+# BASE.a; sets av, and leaves rv and rc_v as they were.
+against_side() {
+  local saved=("$RDMA_RUN" "$RDMA_RUN_CACHE") mine=("${r_args[@]}") rv_here=$rv rc_here=$rc_v
+  RDMA_RUN="$against/bin/rdma-run" RDMA_RUN_CACHE="$against/script-cache"
+  r_args=("${mine[@]/#$root\//$against/}")
+  rdma_side "$1.a" "$1.c.client"
+  av=$rv
+  RDMA_RUN=${saved[0]} RDMA_RUN_CACHE=${saved[1]} r_args=("${mine[@]}") rv=$rv_here rc_v=$rc_here
+}
+
 # run_case NAME KIND C_CMD... -- RDMA_ARGS...: KIND, one of $kinds, says how each side's figure
 # is read (*lat: perftest's t_typical, *bw: its BW average, *pingpong: usec/iter), whether
 # RDMA_ARGS follow `rdma-run pingpong` (*pingpong) or are a script and its flags, and which summary
@@ -274,15 +285,14 @@ run_case() {
         *pingpong) cv=$(iter_of "$base.c.client") ;;
       esac
     fi
-    rdma_side "$base.r" "$base.c.client"
-    if [ -n "$against" ]; then
-      # The other build, right after, in the same round: its launcher, scripts and script cache.
-      local saved=("$RDMA_RUN" "$RDMA_RUN_CACHE") mine=("${r_args[@]}") rv_here=$rv rc_here=$rc_v
-      RDMA_RUN="$against/bin/rdma-run" RDMA_RUN_CACHE="$against/script-cache"
-      r_args=("${mine[@]/#$root\//$against/}")
-      rdma_side "$base.a" "$base.c.client"
-      av=$rv
-      RDMA_RUN=${saved[0]} RDMA_RUN_CACHE=${saved[1]} r_args=("${mine[@]}") rv=$rv_here rc_v=$rc_here
+    # With --against, the two builds take turns going first (odd rounds this one): the run right
+    # after perftest's must not always be the same build's.
+    if [ -n "$against" ] && ((round % 2 == 0)); then
+      against_side "$base"
+      rdma_side "$base.r" "$base.c.client"
+    else
+      rdma_side "$base.r" "$base.c.client"
+      [ -z "$against" ] || against_side "$base"
     fi
     say "  $name round $round: C ${cv:-failed}, rdma-run ${rv:-failed}${rc_v:+ (cold $rc_v)}${against:+, against ${av:-failed}}"
     c_all+=" $cv" r_all+=" $rv" rc_all+=" $rc_v" a_all+=" $av"
