@@ -76,7 +76,8 @@ final class Sender {
             // One request, refilled per post: the providers copy it before postSend returns.
             SendWorkRequest r = wr.clear().wrId(wrId).flags(flags).opcode(kind.opcode()).imm(imm);
             // An atomic's local side is its own result word; the providers ignore what the opcode does not read.
-            if (kind.isAtomic()) r.local(recv, resultWord, QueuePair.ATOMIC_SIZE).atomic(compareAdd, swap);
+            // Fetch-and-add has no swap operand: 0 goes out whatever the caller passed, as before.
+            if (kind.isAtomic()) r.local(recv, resultWord, QueuePair.ATOMIC_SIZE).atomic(compareAdd, kind == OpKind.FETCH_AND_ADD ? 0L : swap);
             else r.local(data, localOffset, bytes);
             if (kind.peerAccess() != null) r.remote(remoteAddress, rkey);
             qp.postSend(r);
