@@ -27,7 +27,7 @@ CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_
        control_token peer_text_escaped soft0_message_too_long bad_gid_before_client
        script_empty script_no_rdma script_binary script_not_utf8 script_many_errors script_exception script_system_exit
        script_busy_interrupted cache_planted_jar cache_open_folder cache_scripts_link
-       control_echo_intro control_replay soft0_observer soft0_flood_first)
+       control_echo_intro control_replay soft0_observer soft0_flood_first launcher_disagree)
 
 # For the attacks on a waiting server: its listener exists before connect's pre-flight (up to 10 s),
 # and a connection made meanwhile waits in its backlog for the server's first bytes, longer than an
@@ -627,6 +627,19 @@ case_soft0_flood_first() {
   kill "$pid_attacker" 2>/dev/null # it prints what it saw as it ends
   finish attacker
   note "soft0 port $p flooded before the client: $(grep -F opened= "$case_dir/attacker.log" | cut -c1-120)"
+  return $ok
+}
+
+# An mpirun inside a Slurm step: Open MPI numbers this process rank 1 of 2, Slurm's step rank 0 of
+# 1. Guessing would make two servers (or no client): it exits 1 with one sentence naming both,
+# before it compiles or touches a device.
+case_launcher_disagree() {
+  local ok=0
+  run mixed env OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0 \
+    "$RDMA_RUN" "$root/samples/multi-qp.main.kts" -d soft0
+  expect_rc mixed 1 || ok=1
+  expect_log mixed "the launchers disagree: Open MPI says rank 1 of 2 (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE) but Slurm says rank 0 of 1" || ok=1
+  expect_no_log mixed "compiling" || ok=1
   return $ok
 }
 

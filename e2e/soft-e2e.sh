@@ -22,7 +22,7 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
 CASES=(devices pingpong multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
-       script_figures)
+       script_figures ranks_plain ranks_mpirun)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -155,6 +155,43 @@ case_script_figures() {
     grep -q '"operations": 500,' "$case_dir/client-$i.json" || { why="${why:+$why; }run $i: the client did not count 500 writes"; ok=1; }
     grep -q '"bytesSent": 2048000,' "$case_dir/client-$i.json" || { why="${why:+$why; }run $i: the client did not count 2048000 bytes"; ok=1; }
   done
+  return $ok
+}
+
+# Two ranks given by hand (--rank K --ranks 2 --rendezvous): rank 0 is the server at the
+# rendezvous, rank 1 its client; the two-peer sample runs unchanged.
+case_ranks_plain() {
+  local ok=0 side args=("$root/samples/multi-qp.main.kts" -d "$DEV" --timeout 60s --ranks 2 --rendezvous 127.0.0.1:18751)
+  start server "$RDMA_RUN" "${args[@]}" --rank 0
+  wait_listen 18751 server || return 1
+  run client "$RDMA_RUN" "${args[@]}" --rank 1
+  finish server
+  expect_pair_ok "multi-qp: 4 QPs, one message each way, every payload verified" || ok=1
+  expect_log server "rank 0 of 2 (--rank): the server, listen on *:18751" || ok=1
+  expect_log client "rank 1 of 2 (--rank): the client, connect to 127.0.0.1:18751" || ok=1
+  return $ok
+}
+
+# The same sample under Open MPI's mpirun, with no rank option: each process takes its rank from
+# the launcher's variables, and rank 1 meets rank 0 on this host (the launcher put every rank here).
+# Without mpirun the case is skipped, and fails under CI (bin/setup --ci installs openmpi-bin).
+case_ranks_mpirun() {
+  if ! command -v mpirun >/dev/null; then
+    if [ -n "${CI-}" ]; then why="no mpirun under CI (Debian's openmpi-bin; bin/setup --ci installs it)"; return 1; fi
+    case_note="skipped: no mpirun (Debian's openmpi-bin)"
+    return 0
+  fi
+  local ok=0
+  # Root in CI containers; no ssh: every rank is local, so the remote agent is never used.
+  run ranks env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false \
+    mpirun --oversubscribe -np 2 "$RDMA_RUN" "$root/samples/multi-qp.main.kts" -d "$DEV" --timeout 60s -p 18752
+  expect_rc ranks 0 || ok=1
+  expect_log ranks "rank 0 of 2 (Open MPI): the server, listen on *:18752" || ok=1
+  expect_log ranks "rank 1 of 2 (Open MPI): the client, connect to 127.0.0.1:18752" || ok=1
+  if [ "$(grep -cF "every payload verified" "$case_dir/ranks.log")" != 2 ]; then
+    why="${why:+$why; }not both ranks verified every payload"
+    ok=1
+  fi
   return $ok
 }
 

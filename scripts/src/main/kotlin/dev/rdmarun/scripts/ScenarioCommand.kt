@@ -142,6 +142,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val listParameters by option("--params",
         help = "List the parameters the script reads (with their defaults, docs and the flags that set them) and exit").flag()
     private val perftest by PerftestOptions()
+    private val rankOptions by RankOptions()
     private val debugFlag by option("--debug", help = "On errors, print the stack trace too; say whether the compiled script came from the cache").flag()
 
     override val debugOption get() = debugFlag
@@ -209,9 +210,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
      * without a role has nothing to set.
      */
     private fun chosenMode(): Mode? {
+        if (mode != null && rankOptions.given) {
+            throw UsageError("--rank, --ranks and --rendezvous make this process a rank of a run; --listen, --peer and --loopback choose a side: give one or the other")
+        }
+        if (mode == null) rankOptions.place { currentContext.readEnvvar(it) }?.let { place -> return rankMode(place) }
         val port = tcpPort ?: return mode
         return when (val m = mode) {
-            null -> throw UsageError("-p/--port $port is the TCP port of --listen, --peer or --loopback: give one of them")
+            null -> throw UsageError("-p/--port $port is the TCP port of --listen, --peer, --loopback or --rendezvous: give one of them")
             Mode.Loopback -> m
             is Mode.Side -> {
                 val peer = m.peer
@@ -227,6 +232,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 m
             }
         }
+    }
+
+    /** Rank 0 the server at the rendezvous, rank 1 its client, said on standard error. */
+    private fun rankMode(place: RankPlace): Mode.Side {
+        val peer = rankOptions.peer(place, tcpPort)
+        say("rdma-run ${script.name}: rank ${place.rank} of ${place.ranks} (${place.launcher}): the ${peer.role.label}, $peer", err = true)
+        return Mode.Side(peer, peer.toString(), namesPort = true)
     }
 
     /** `--token`, `--no-token`, or null for the per-user secret (the DSL's default). */
@@ -497,7 +509,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
 
         /** Whether a `--peer` value names the TCP port: `HOST:PORT` or `[V6ADDR]:PORT`, as [Peer.parse] splits it. */
-        private fun namesPort(text: String): Boolean {
+        fun namesPort(text: String): Boolean {
             val t = text.trim()
             return if (t.startsWith("[")) t.substringAfter(']', "").isNotEmpty() else ':' in t
         }

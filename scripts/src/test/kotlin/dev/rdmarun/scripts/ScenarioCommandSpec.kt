@@ -167,7 +167,7 @@ class ScenarioCommandSpec : FunSpec({
             listOf("--peer", "10.77.0.1:1234", "-p", "18600") to "--peer 10.77.0.1:1234 and -p/--port 18600 give different TCP ports: give the port once",
             listOf("--listen", "127.0.0.1:18601", "--port", "18600") to
                 "--listen 127.0.0.1:18601 and -p/--port 18600 give different TCP ports: give the port once",
-            listOf("-p", "18600") to "-p/--port 18600 is the TCP port of --listen, --peer or --loopback: give one of them",
+            listOf("-p", "18600") to "-p/--port 18600 is the TCP port of --listen, --peer, --loopback or --rendezvous: give one of them",
             listOf("-p", "0") to "invalid value for -p: 0 is not in the valid range of 1 to 65535.",
         )
         for ((args, sentence) in refusals) {
