@@ -22,7 +22,7 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
 CASES=(devices pingpong multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
-       script_figures ranks_plain ranks_mpirun)
+       script_figures ranks_plain ranks_mpirun ranks_hydra)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -172,27 +172,45 @@ case_ranks_plain() {
   return $ok
 }
 
-# The same sample under Open MPI's mpirun, with no rank option: each process takes its rank from
-# the launcher's variables, and rank 1 meets rank 0 on this host (the launcher put every rank here).
-# Without mpirun the case is skipped, and fails under CI (bin/setup --ci installs openmpi-bin).
-case_ranks_mpirun() {
-  if ! command -v mpirun >/dev/null; then
-    if [ -n "${CI-}" ]; then why="no mpirun under CI (Debian's openmpi-bin; bin/setup --ci installs it)"; return 1; fi
-    case_note="skipped: no mpirun (Debian's openmpi-bin)"
-    return 0
-  fi
-  local ok=0
-  # Root in CI containers; no ssh: every rank is local, so the remote agent is never used.
-  run ranks env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false \
-    mpirun --oversubscribe -np 2 "$RDMA_RUN" "$root/samples/multi-qp.main.kts" -d "$DEV" --timeout 60s -p 18752
+# launcher_present COMMAND PACKAGE: true when COMMAND exists; else the case is skipped (a note),
+# or fails under CI, where bin/setup --ci installs PACKAGE.
+launcher_present() {
+  command -v "$1" >/dev/null && return 0
+  if [ -n "${CI-}" ]; then why="no $1 under CI (Debian's $2; bin/setup --ci installs it)"; return 1; fi
+  case_note="skipped: no $1 (Debian's $2)"
+  return 2
+}
+
+# ranks_by LAUNCHER NAME PORT CMD...: CMD starts 2 ranks of the multi-qp sample with -p PORT; each
+# says its rank as LAUNCHER NAME numbers it, rank 1 meets rank 0 on this host (the launcher put
+# every rank here), and both verify every payload.
+ranks_by() {
+  local name=$1 port=$2 ok=0; shift 2
+  run ranks "$@" "$RDMA_RUN" "$root/samples/multi-qp.main.kts" -d "$DEV" --timeout 60s -p "$port"
   expect_rc ranks 0 || ok=1
-  expect_log ranks "rank 0 of 2 (Open MPI): the server, listen on *:18752" || ok=1
-  expect_log ranks "rank 1 of 2 (Open MPI): the client, connect to 127.0.0.1:18752" || ok=1
+  expect_log ranks "rank 0 of 2 ($name): the server, listen on *:$port" || ok=1
+  expect_log ranks "rank 1 of 2 ($name): the client, connect to 127.0.0.1:$port" || ok=1
   if [ "$(grep -cF "every payload verified" "$case_dir/ranks.log")" != 2 ]; then
     why="${why:+$why; }not both ranks verified every payload"
     ok=1
   fi
   return $ok
+}
+
+# The same sample under Open MPI's mpirun, with no rank option: each process takes its rank from
+# the launcher's variables (OMPI_COMM_WORLD_*).
+case_ranks_mpirun() {
+  launcher_present mpirun openmpi-bin || return $(($? == 2 ? 0 : 1))
+  # Root in CI containers; every rank is local, so no remote agent (ssh) is needed.
+  ranks_by "Open MPI" 18752 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false \
+    mpirun --oversubscribe -np 2
+}
+
+# And under MPICH's mpiexec (Hydra: PMI_RANK, PMI_SIZE, MPI_LOCALNRANKS), named as Debian installs
+# it beside Open MPI's.
+case_ranks_hydra() {
+  launcher_present mpiexec.hydra mpich || return $(($? == 2 ? 0 : 1))
+  ranks_by "MPICH/Hydra" 18753 mpiexec.hydra -n 2
 }
 
 run_cases "$@"
