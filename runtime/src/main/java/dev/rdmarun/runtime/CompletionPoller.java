@@ -54,8 +54,13 @@ final class CompletionPoller {
             while ((n = cq.poll(completions)) > 0) {
                 for (int i = 0; i < n; i++) {
                     PendingOperation op = slots.release(completions.wrId(i));
-                    if (op != null) op.complete(completions, i);
-                    else unmatched.onUnmatched(completions, i);
+                    try {
+                        if (op != null) op.complete(completions, i);
+                        else unmatched.onUnmatched(completions, i);
+                    } catch (RuntimeException e) {
+                        // As for tasks and agents: one operation's failure must not stop every QP's polling.
+                        TaskQueue.reportUncaught(e);
+                    }
                 }
                 total += n;
                 if (n < completions.capacity()) break;

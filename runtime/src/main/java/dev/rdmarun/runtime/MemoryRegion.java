@@ -84,8 +84,8 @@ public abstract non-sealed class MemoryRegion extends VerbsResource {
         ensureOpen();
         // Not offset + length > size: that sum overflows for an offset near Long.MAX_VALUE.
         if (offset < 0 || length < 0 || offset > buffer.byteSize() - length) {
-            throw new IndexOutOfBoundsException("range [" + offset + ", " + (offset + length)
-                    + ") is outside the " + buffer.byteSize() + "-byte memory region");
+            throw new IndexOutOfBoundsException(length + " bytes at offset " + offset + " are outside the "
+                    + buffer.byteSize() + "-byte memory region");
         }
     }
 

@@ -194,8 +194,10 @@ public abstract non-sealed class QueuePair extends VerbsResource {
     /**
      * ibv_post_send of one work request, every operation's one way in: the methods above fill this
      * QP's own request and come here. The provider copies [wr] before this returns, so the caller
-     * may refill it at once. Checks the local region's bounds, the inline size and an atomic's
-     * 8-byte length before the provider sees anything.
+     * may refill it at once. Checks the local region's bounds, the inline size (and that only
+     * SENDs and WRITEs inline: a READ or atomic has no payload, and rxe refuses the flag on them)
+     * and an atomic's 8-byte length before the provider sees anything; the provider refuses a
+     * misaligned atomic (EINVAL), and the exception's hint says so.
      */
     public final void postSend(SendWorkRequest wr) {
         Objects.requireNonNull(wr, "postSend needs a work request");
@@ -204,27 +206,39 @@ public abstract non-sealed class QueuePair extends VerbsResource {
         if (mr == null) throw new IllegalArgumentException("a send work request needs a local memory region (local(mr, offset, length))");
         int length = wr.length();
         mr.checkBounds(wr.offset(), length);
-        if (wr.opcode().isAtomic() && length != ATOMIC_SIZE) {
+        WrOpcode opcode = wr.opcode();
+        boolean atomic = opcode.isAtomic();
+        if (atomic && length != ATOMIC_SIZE) {
             throw new IllegalArgumentException("an atomic's local region is the " + ATOMIC_SIZE
                     + "-byte word its old value lands in, not " + length + " bytes");
+        }
+        if ((wr.flags() & SendFlags.INLINE) != 0 && (atomic || opcode == WrOpcode.RDMA_READ)) {
+            throw new IllegalArgumentException(opcode + " has no payload to inline: only SENDs and WRITEs take SendFlags.INLINE");
         }
         if ((wr.flags() & SendFlags.INLINE) != 0 && length > maxInlineData()) {
             throw new IllegalArgumentException("inline send of " + length + " bytes exceeds this QP's max inline data "
                     + maxInlineData());
         }
         int rc = postSendRequest(wr);
-        if (rc != 0) throw postFailure("ibv_post_send", rc, config.maxSendWr(), "send", length);
+        if (rc != 0) {
+            String invalid = atomic && (wr.remoteAddress() & (ATOMIC_SIZE - 1)) != 0
+                    ? "an atomic's remote address must be 8-byte aligned, not 0x" + Long.toHexString(wr.remoteAddress()) : null;
+            throw postFailure("ibv_post_send", rc, config.maxSendWr(), "send", length, invalid);
+        }
     }
 
     /** Posts a receive into [offset, offset+length) of mr (which needs LOCAL_WRITE). */
     public final void postReceive(long wrId, MemoryRegion mr, long offset, int length) {
+        Objects.requireNonNull(mr, "postReceive needs a memory region to receive into");
         ensureOpen();
         mr.checkBounds(offset, length);
         int rc = postReceiveRequest(wrId, mr, offset, length);
-        if (rc != 0) throw postFailure("ibv_post_recv", rc, config.maxRecvWr(), "receive", length);
+        if (rc != 0) throw postFailure("ibv_post_recv", rc, config.maxRecvWr(), "receive", length, null);
     }
 
-    private VerbsException postFailure(String call, int rc, int depth, String queue, int length) {
+    /** [invalid]: why the request itself is invalid, when the caller can tell (EINVAL then says that). */
+    private VerbsException postFailure(String call, int rc, int depth, String queue, int length, String invalid) {
+        if (rc == Errno.EINVAL && invalid != null) return VerbsException.of(call + " on QP " + qpNum(), rc, invalid);
         if (rc == Errno.EINVAL) {
             // Off the data path: only a failed post asks the port how long a message may be.
             long max = context.queryPort(port == 0 ? 1 : port).maxMessageSize();

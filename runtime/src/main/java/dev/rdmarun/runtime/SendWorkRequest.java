@@ -11,7 +11,7 @@ import java.util.Objects;
  * Setters return {@code this}; nothing here allocates.
  *
  * <p>What each opcode reads (the rest is ignored): every opcode the {@link #wrId}, the local
- * {@link #local region} (length 0: no SGE) and the {@link #flags}; {@code SEND_WITH_IMM} and
+ * {@link #local region}, which every post needs, an empty SEND included (length 0: no SGE is posted), and the {@link #flags}; {@code SEND_WITH_IMM} and
  * {@code RDMA_WRITE_WITH_IMM} the {@link #imm immediate}; RDMA and atomic opcodes the
  * {@link #remote remote address and rkey}; atomics the {@link #atomic compare-or-add and swap}
  * operands, and their local region is the 8-byte word the old value lands in.
@@ -31,7 +31,7 @@ public final class SendWorkRequest {
     private long compareAdd;
     private long swap;
 
-    /** Back to a SEND of nothing, unsignaled, with every field zero. */
+    /** Back to an unsignaled SEND with every field zero and no region: give it one ({@link #local}) before posting. */
     public SendWorkRequest clear() {
         wrId = 0;
         opcode = WrOpcode.SEND;

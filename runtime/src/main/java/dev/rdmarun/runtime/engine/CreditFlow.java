@@ -141,6 +141,7 @@ final class CreditFlow {
 
         @Override
         public void fail(Throwable cause) {
+            engine.fail(EngineException.unchecked(cause)); // as Sender's: the dispatcher stopped
         }
     }
 

@@ -16,6 +16,14 @@ public final class EngineException extends RuntimeException {
         this.hint = hint;
     }
 
+    /** [cause] as the engine's failure: a pending operation's {@code fail} hands over a Throwable. */
+    static RuntimeException unchecked(Throwable cause) {
+        if (cause instanceof RuntimeException r) return r;
+        EngineException e = new EngineException(String.valueOf(cause.getMessage()));
+        e.initCause(cause);
+        return e;
+    }
+
     /** A likely fix, or null. */
     public String hint() {
         return hint;

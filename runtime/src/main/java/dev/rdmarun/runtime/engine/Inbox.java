@@ -128,6 +128,7 @@ final class Inbox {
 
         @Override
         public void fail(Throwable cause) {
+            engine.fail(EngineException.unchecked(cause)); // as Sender's: the dispatcher stopped
         }
     }
 

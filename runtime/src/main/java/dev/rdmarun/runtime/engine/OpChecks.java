@@ -72,7 +72,7 @@ final class OpChecks {
             throw new EngineException(kind.label() + "()" + " on QP " + index + ": remoteOffset " + remoteOffset
                     + " is not 8-byte aligned (atomics work on aligned 64-bit words)");
         }
-        if (remoteOffset < 0 || remoteOffset + bytes > bufferSize) {
+        if (remoteOffset < 0 || remoteOffset > (long) bufferSize - bytes) { // not offset + bytes: it overflows
             throw new EngineException(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " at remoteOffset " + remoteOffset
                     + " does not fit the peer's " + bufferSize + "-byte buffer");
         }

@@ -56,7 +56,7 @@ public final class QpEngine {
     /** {@link #post}: work in flight still uses the buffer in a way this work request would spoil ({@link #bufferBusyUntil}). */
     public static final long BLOCKED_ON_BUFFER = -3;
 
-    /** Told about progress on the dispatcher thread, last in each engine callback. */
+    /** Told about progress on the dispatcher thread once the engine's state for it is complete ({@link Progress}); what it throws goes to that thread's uncaught-exception handler, and polling goes on. */
     public interface Listener {
         void onProgress(QpEngine engine, Progress what);
     }
@@ -262,10 +262,11 @@ public final class QpEngine {
      * Takes the completion of work request [seq]: when it has completed, marks it and every one
      * before it awaited, fills [into] (when not null) with what [seq] was and returns true; else
      * changes nothing and returns false ({@link #requestCompletionOf} makes sure it will be
-     * reported). [seq] must be among the last posted (the window's ring), as {@link #nextToAwait}
-     * and {@link #posted} are.
+     * reported). With [into], [seq] must not be taken yet (at least {@link #nextToAwait}; older
+     * ones, and those the ring forgot, throw); without, true says every one through [seq] completed.
      */
     public boolean takeCompletion(long seq, CompletedWork into) {
+        if (into != null) window.checkNotTaken(seq);
         if (window.completed() < seq) return false;
         window.markAwaited(seq);
         if (into != null) into.set(seq, window.kindOf(seq), window.sizeOf(seq), window.resultOf(seq));

@@ -115,6 +115,15 @@ final class SendWindow {
         return awaited < posted ? awaited + 1 : 0;
     }
 
+    /** Throws unless [seq] is one still to take: its ring slot may hold a later work request. */
+    void checkNotTaken(long seq) {
+        if (seq <= awaited) {
+            throw new IllegalArgumentException("work request " + seq + " cannot be taken: "
+                    + (seq < 1 ? "sequence numbers start at 1" : "it was taken already, or is older than the ring's last "
+                    + (ringMask + 1) + " (the next to take is " + (awaited + 1) + ")"));
+        }
+    }
+
     void markAwaited(long seq) {
         if (seq > awaited) awaited = Math.min(seq, posted);
     }

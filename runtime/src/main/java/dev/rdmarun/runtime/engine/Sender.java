@@ -113,7 +113,8 @@ final class Sender {
 
         @Override
         public void fail(Throwable cause) {
-            // the dispatcher shut down: whoever waits hears it from the session
+            // The dispatcher stopped with this in flight: it never completes. The listener hears FAILED (once).
+            engine.fail(EngineException.unchecked(cause));
         }
     }
 }

@@ -222,7 +222,11 @@ final class Requester {
                 || writesLocal && !mr.allows(Access.LOCAL_WRITE)) {
             return WcStatus.LOC_PROT_ERR;
         }
-        if (carriesPayload(w.opcode)) p.copyFrom(mr.segment(), w.localAddress - mr.address(), w.length);
+        try {
+            if (carriesPayload(w.opcode)) p.copyFrom(mr.segment(), w.localAddress - mr.address(), w.length);
+        } catch (IllegalStateException closed) {
+            return WcStatus.LOC_PROT_ERR; // the region was closed under the posted work request
+        }
         return null;
     }
 

@@ -544,4 +544,21 @@ abstract class VerbsConformance extends OnDevice {
             assertThrows(IllegalArgumentException.class, () -> lo.pd.registerMemory(4096, EnumSet.of(Access.REMOTE_WRITE)));
         }
     }
+
+    @Test
+    void postsTheDeviceWouldRefuseSayWhyAtTheCall() {
+        try (Loopback lo = new Loopback(context, Set.of(), 7)) {
+            MemoryRegion mr = lo.pd.registerMemory(4096, EnumSet.of(Access.LOCAL_WRITE));
+            // The range is named by offset and length: their sum may overflow.
+            assertEquals("8 bytes at offset 9223372036854775805 are outside the 4096-byte memory region",
+                    assertThrows(IndexOutOfBoundsException.class, () -> lo.a.postSend(1, mr, Long.MAX_VALUE - 2, 8, SendFlags.SIGNALED)).getMessage());
+            VerbsException misaligned = assertThrows(VerbsException.class, () -> lo.a.postFetchAndAdd(1, mr, 0, 0x1003, 1, 1, SendFlags.SIGNALED));
+            assertEquals(EINVAL, misaligned.errno());
+            assertEquals("an atomic's remote address must be 8-byte aligned, not 0x1003", misaligned.hint());
+            assertEquals("RDMA_READ has no payload to inline: only SENDs and WRITEs take SendFlags.INLINE",
+                    assertThrows(IllegalArgumentException.class, () -> lo.a.postRead(1, mr, 0, 16, 0x1000, 1, SendFlags.INLINE)).getMessage());
+            assertEquals("postReceive needs a memory region to receive into",
+                    assertThrows(NullPointerException.class, () -> lo.b.postReceive(1, null, 0, 8)).getMessage());
+        }
+    }
 }

@@ -31,6 +31,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.UnaryOperator;
 
 /**
  * Two engines of one config on two connected QPs of one soft0 context (in memory), both driven on
@@ -55,6 +56,11 @@ final class EnginePair implements AutoCloseable {
 
     /** Connects {@link #sender} and {@link #receiver}, both of {@code config}. */
     EnginePair(EngineConfig config) throws Exception {
+        this(config, UnaryOperator.identity());
+    }
+
+    /** As above, with {@code rts} changing both QPs' RTS attributes (retries, timeouts). */
+    EnginePair(EngineConfig config, UnaryOperator<RtsAttributes> rts) throws Exception {
         try (DeviceList list = DeviceList.open()) {
             context = list.find("soft0").open(SoftTransport.MEMORY);
         }
@@ -91,7 +97,7 @@ final class EnginePair implements AutoCloseable {
         for (int i = 0; i < 2; i++) {
             QpEndpoint remote = endpoints.get(1 - i);
             qps.get(i).modifyToRtr(RtrAttributes.of(remote, 1, gid.index(), remote.mtu()));
-            qps.get(i).modifyToRts(RtsAttributes.of(endpoints.get(i).psn()));
+            qps.get(i).modifyToRts(rts.apply(RtsAttributes.of(endpoints.get(i).psn())));
         }
         sender = engines.get(0);
         receiver = engines.get(1);
@@ -104,6 +110,16 @@ final class EnginePair implements AutoCloseable {
         if (cq != null) cq.close();
         if (pd != null) pd.close();
         if (context != null) context.close();
+    }
+
+    /** The sender's (0) or the receiver's (1) QP. */
+    QueuePair qp(int i) {
+        return qps.get(i);
+    }
+
+    /** Closes the dispatcher both engines run on (as {@link #close} does first). */
+    void closeDispatcher() {
+        dispatcher.close();
     }
 
     /** Runs {@code body} on the dispatcher thread and returns what it returned. */
