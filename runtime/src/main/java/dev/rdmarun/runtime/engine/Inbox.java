@@ -176,18 +176,22 @@ final class Inbox {
     }
 
     int messageLength() {
+        waiting();
         return inboxSize > 0 ? inboxLength[inboxHead] : heldLength[heldHead];
     }
 
     boolean messageHasImmediate() {
+        waiting();
         return ((inboxSize > 0 ? inboxFlags[inboxHead] : heldFlags[heldHead]) & HAS_IMM) != 0;
     }
 
     int messageImmediate() {
+        waiting();
         return inboxSize > 0 ? inboxImm[inboxHead] : heldImm[heldHead];
     }
 
     boolean messageIsWrite() {
+        waiting();
         return ((inboxSize > 0 ? inboxFlags[inboxHead] : heldFlags[heldHead]) & RDMA_WRITE) != 0;
     }
 
@@ -201,6 +205,11 @@ final class Inbox {
         } else {
             MemorySegment.copy(recv.segment(), ValueLayout.JAVA_BYTE, (long) heldSlot[heldHead] * bufferSize, dst, offset, length);
         }
+    }
+
+    /** The oldest message's fields are read only while one waits: else they are the last one's. */
+    private void waiting() {
+        if (!hasMessage()) throw new IllegalStateException("no message is waiting on QP " + index);
     }
 
     void releaseMessage() {

@@ -230,6 +230,7 @@ public final class QpEngine {
                      long compareAdd, long swap) {
         check(kind, size, buffer, remoteQp, remoteBuffer, remoteOffset);
         long blocked = blockedOn(kind);
+        if (blocked != 0 && failure != null) throw failure; // its credit check failed the engine (a forged word): say so now
         if (blocked != 0) return blocked;
         int bytes = effectiveSize(kind, size);
         if (bytes > 0 && bufferBusyUntil(kind, buffer) != 0) return BLOCKED_ON_BUFFER;
@@ -323,7 +324,7 @@ public final class QpEngine {
         return inbox.full();
     }
 
-    /** Length of the oldest waiting message. */
+    /** Length of the oldest waiting message; these getters throw IllegalStateException when none waits ({@link #hasMessage}). */
     public int messageLength() {
         return inbox.messageLength();
     }

@@ -3,6 +3,7 @@ package dev.rdmarun.runtime.engine;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -69,6 +70,35 @@ class EngineMisuseTest {
             pair.onDispatcher(() -> pair.post(OpKind.SEND, 1, 8, 0, 1));
             pair.awaitTrue("the second send completes", () -> pair.sender.completedThrough() == 2);
             pair.awaitTrue("both arrive", () -> pair.receiver.stats().messagesReceived() == 2);
+        }
+    }
+
+    @Test
+    void aPostWhoseCreditCheckFailsTheEngineThrowsThatFailure() throws Exception {
+        try (EnginePair pair = new EnginePair(CONFIG)) {
+            pair.forgeCreditWordOfSender(1000); // more re-posts than the peer has receives
+            pair.onDispatcher(() -> {
+                RuntimeException e = assertThrows(RuntimeException.class, () -> pair.sender.post(OpKind.SEND, 8, 0, 0, 0, 0, 0, 0, 0));
+                assertNotNull(pair.sender.failure());
+                assertSame(pair.sender.failure(), e, "the same call says it, not the next post");
+                return null;
+            });
+        }
+    }
+
+    @Test
+    void aMessagesFieldsWhenNoneWaitsAreAnErrorNotTheLastOnes() throws Exception {
+        try (EnginePair pair = new EnginePair(CONFIG)) {
+            pair.onDispatcher(() -> pair.post(OpKind.SEND_WITH_IMM, 0, 8, 5, 0));
+            pair.awaitTrue("the message arrives", () -> pair.receiver.hasMessage());
+            pair.onDispatcher(() -> {
+                assertEquals(8, pair.receiver.messageLength());
+                pair.receiver.releaseMessage();
+                assertThrows(IllegalStateException.class, () -> pair.receiver.messageLength());
+                assertThrows(IllegalStateException.class, () -> pair.receiver.messageImmediate());
+                assertThrows(IllegalStateException.class, () -> pair.receiver.messageIsWrite());
+                return null;
+            });
         }
     }
 
