@@ -212,12 +212,14 @@ public abstract non-sealed class QueuePair extends VerbsResource {
             throw new IllegalArgumentException("an atomic's local region is the " + ATOMIC_SIZE
                     + "-byte word its old value lands in, not " + length + " bytes");
         }
-        if ((wr.flags() & SendFlags.INLINE) != 0 && (atomic || opcode == WrOpcode.RDMA_READ)) {
-            throw new IllegalArgumentException(opcode + " has no payload to inline: only SENDs and WRITEs take SendFlags.INLINE");
-        }
-        if ((wr.flags() & SendFlags.INLINE) != 0 && length > maxInlineData()) {
-            throw new IllegalArgumentException("inline send of " + length + " bytes exceeds this QP's max inline data "
-                    + maxInlineData());
+        if ((wr.flags() & SendFlags.INLINE) != 0) {
+            if (atomic || opcode == WrOpcode.RDMA_READ) {
+                throw new IllegalArgumentException(opcode + " has no payload to inline: only SENDs and WRITEs take SendFlags.INLINE");
+            }
+            if (length > maxInlineData()) {
+                throw new IllegalArgumentException("inline send of " + length + " bytes exceeds this QP's max inline data "
+                        + maxInlineData());
+            }
         }
         int rc = postSendRequest(wr);
         if (rc != 0) {
