@@ -7,6 +7,7 @@ import com.github.ajalt.clikt.parameters.options.option
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
 import dev.rdmarun.dsl.Peer
+import dev.rdmarun.scripts.ScenarioCommand.Companion.usage
 
 /**
  * A run of ranks: each process learns its rank and the number of ranks from the launcher that
@@ -27,13 +28,7 @@ class RankOptions : OptionGroup(
     private val rendezvous by option("--rendezvous", metavar = "HOST|HOST:PORT",
         help = "Where rank 0 listens and the others connect (default: Slurm's first node, or this host when the launcher " +
             "put every rank here; TCP port ${Peer.DEFAULT_PORT} unless given, or -p)")
-        .convert { text ->
-            try {
-                text to ScenarioCommand.parsePeer(text)
-            } catch (e: IllegalArgumentException) {
-                fail(e.message ?: "not HOST[:PORT]")
-            }
-        }
+        .convert { text -> usage { text to ScenarioCommand.parsePeer(text) } }
 
     /** Whether a rank option is on the command line (a side given with --listen, --peer or --loopback excludes them). */
     val given: Boolean get() = rank != null || ranks != null || rendezvous != null

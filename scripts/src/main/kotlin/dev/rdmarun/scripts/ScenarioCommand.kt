@@ -494,7 +494,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         private val PARAMETER_NAME = Regex("[A-Za-z_][A-Za-z0-9_.-]*")
 
         /** Lets a parse error of an option value become clikt's usage error. */
-        private inline fun <T> com.github.ajalt.clikt.parameters.options.OptionCallTransformContext.usage(parse: () -> T): T =
+        internal inline fun <T> com.github.ajalt.clikt.parameters.options.OptionCallTransformContext.usage(parse: () -> T): T =
             try {
                 parse()
             } catch (e: IllegalArgumentException) {
