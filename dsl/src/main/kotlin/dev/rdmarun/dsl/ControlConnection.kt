@@ -272,6 +272,12 @@ internal class ControlConnection private constructor(
         return frame
     }
 
+    /** The peer's address as this side sees the connection come from it. */
+    val remoteHost: String get() = (socket.remoteSocketAddress as? java.net.InetSocketAddress)?.address?.hostAddress ?: "?"
+
+    /** This side's address on the connection: where the peer reached it. */
+    val localHost: String get() = socket.localAddress?.hostAddress ?: "?"
+
     /** A frame of the scenario (a barrier, its end) arrived that no one awaited yet. */
     val framePending: Boolean get() = !inbox.isEmpty
 
@@ -299,6 +305,9 @@ internal class ControlConnection private constructor(
             Ready -> "its ready signal"
             is Heartbeat -> "a heartbeat"
             is Failure -> "a failure report"
+            is RankHello -> "a rank's hello"
+            is RankTable -> "the table of ranks"
+            is RankBarrier -> "rank barrier ${f.seq}"
         }
 
         /** Closes a connection whose write outlived its timeout ([send]); one daemon thread for all. */

@@ -53,12 +53,22 @@ internal object ControlServer {
      * none is, the exception says how many were closed.
      */
     fun accept(listener: ServerSocket, timeout: Duration, local: Handshake.Credentials,
-               note: (String) -> Unit = {}): Accepted {
+               keepWaiting: () -> Boolean = { true }, note: (String) -> Unit = {}): Accepted =
+        acceptAll(listener, timeout, local, 1, keepWaiting, note).single()
+
+    /**
+     * [accept] for [count] clients (rank 0 at the rendezvous: every other rank), under one
+     * deadline; the first [count] that pass steps 1 and 2 are taken, in the order they passed.
+     * Stops with a CancellationException once [keepWaiting] says no (checked every 100 ms): a
+     * listener that outlives the wait (a rank's, reused by each pair scenario) is not closed to end it.
+     */
+    fun acceptAll(listener: ServerSocket, timeout: Duration, local: Handshake.Credentials, count: Int,
+                  keepWaiting: () -> Boolean = { true }, note: (String) -> Unit = {}): List<Accepted> {
         val end = deadlineAfter(timeout)
         val lock = Object()
         val pending = ArrayDeque<ControlConnection>()
         val threads = ArrayList<Thread>()
-        var chosen: Accepted? = null
+        val chosen = ArrayList<Accepted>()
         var fatal: PeerException? = null
         var notes = 0
         var strays = 0
@@ -77,7 +87,8 @@ internal object ControlServer {
                 (lastStray?.let { " (the last: ${printable(it)})" } ?: "")
         }
         try {
-            while (synchronized(lock) { chosen == null && fatal == null }) {
+            while (synchronized(lock) { chosen.size < count && fatal == null }) {
+                if (!keepWaiting()) throw java.util.concurrent.CancellationException("waiting for a client on TCP port $port was cancelled")
                 val left = end - System.nanoTime()
                 if (left <= 0) break
                 // At most 100 ms per accept: a client found by a judging thread ends the loop.
@@ -110,7 +121,7 @@ internal object ControlServer {
                         val key = c.authenticate(local)
                         val won = synchronized(lock) {
                             pending.remove(c)
-                            if (chosen == null && fatal == null) Accepted(c, acceptedAt, key).also { chosen = it } else null
+                            if (chosen.size < count && fatal == null) Accepted(c, acceptedAt, key).also { chosen.add(it) } else null
                         }
                         if (won == null) {
                             c.trySend(Failure("the server already has its client"))
@@ -119,7 +130,7 @@ internal object ControlServer {
                     } catch (e: Exception) {
                         val dropped = synchronized(lock) { pending.remove(c); c in abandoned }
                         if (!dropped && e is PeerException && e.endsTheWait) {
-                            synchronized(lock) { if (fatal == null && chosen == null) fatal = e }
+                            synchronized(lock) { if (fatal == null && chosen.size < count) fatal = e }
                             c.close()
                         } else {
                             val say = !dropped && e is PeerException && e.worthNoting && synchronized(lock) { notes++ < MAX_REFUSAL_NOTES }
@@ -134,8 +145,10 @@ internal object ControlServer {
                 }
                 t.start()
             }
-        } catch (e: IOException) {
-            throw PeerException("accepting the client on TCP port $port failed: ${e.message}", e)
+        } catch (e: Throwable) {
+            synchronized(lock) { chosen.toList() }.forEach { it.connection.close() } // a wait that ends early hands none out
+            if (e is IOException) throw PeerException("accepting the client on TCP port $port failed: ${e.message}", e)
+            throw e
         } finally {
             // The wait is over, one way or the other: the rest are strays (or the cancelled wait's).
             // Past the end their own deadlines have passed too: let them say so before closing them.
@@ -144,13 +157,18 @@ internal object ControlServer {
             rest.forEach { it.close() }
             threads.forEach { it.join(1000) }
         }
-        synchronized(lock) { fatal }?.let { throw it }
-        val found = synchronized(lock) { chosen }
-        if (found == null) {
-            val words = strayWords()
-            throw RdmaTimeoutException("no client completed the hello on TCP port $port within $timeout" + if (words.isEmpty()) "" else "; $words")
+        val found = synchronized(lock) { chosen.toList() }
+        synchronized(lock) { fatal }?.let { e ->
+            found.forEach { it.connection.close() }
+            throw e
         }
-        strayWords().takeIf { it.isNotEmpty() }?.let { note("$it; ${found.connection.peerLabel} completed it") }
+        if (found.size < count) {
+            found.forEach { it.connection.close() }
+            val words = strayWords()
+            val who = if (count == 1) "no client" else "${found.size} of the $count clients"
+            throw RdmaTimeoutException("$who completed the hello on TCP port $port within $timeout" + if (words.isEmpty()) "" else "; $words")
+        }
+        strayWords().takeIf { it.isNotEmpty() }?.let { note("$it; " + if (count == 1) "${found[0].connection.peerLabel} completed it" else "the $count clients completed it") }
         return found
     }
 }

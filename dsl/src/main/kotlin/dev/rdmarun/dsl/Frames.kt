@@ -160,3 +160,27 @@ internal data class Heartbeat(
 @Serializable
 @SerialName("failure")
 internal data class Failure(val message: String) : Frame()
+
+/**
+ * A rank's first frame at the rendezvous, sent to rank 0 once both passed steps 1 and 2 of the
+ * handshake ([Intro], [Proof]): who it is, and the TCP port it listens on for each higher rank
+ * ([ports]`[i]` for rank `rank + 1 + i`), each bound before it is published. Its host is the
+ * address rank 0 sees the connection come from, never a name the rank gives.
+ */
+@Serializable
+@SerialName("rank")
+internal data class RankHello(val version: Int, val rank: Int, val ranks: Int, val pid: Long, val ports: List<Int>) : Frame()
+
+/**
+ * Rank 0's answer to each rank's [RankHello] once every rank said hello: every rank's host and
+ * pid (for sentences and to connect), and [ports]`[i]`, for each lower rank i, the port it
+ * listens on for the receiver.
+ */
+@Serializable
+@SerialName("ranks")
+internal data class RankTable(val hosts: List<String>, val pids: List<Long>, val ports: List<Int>) : Frame()
+
+/** A barrier across ranks, through rank 0: each rank sends it when it arrives, rank 0 when all did. */
+@Serializable
+@SerialName("rank-barrier")
+internal data class RankBarrier(val seq: Int) : Frame()

@@ -71,6 +71,7 @@ internal class QpDriver private constructor(private val session: Session, val en
 
     // ---- scope ----
 
+    override val pair: RankPair get() = session.pairing?.pair ?: twoPeerPair(session.role)
     override val isServer: Boolean get() = session.role == Role.SERVER
     override val isClient: Boolean get() = session.role == Role.CLIENT
     override fun param(name: String, default: String) = session.parameter(name) ?: default

@@ -42,6 +42,11 @@ public data class RdmaOptions(
      * [SoftTransport.AUTO] ([SoftTransport.configured]). A libibverbs device ignores it.
      */
     val softTransport: SoftTransport? = null,
+    /**
+     * This process's place in a run of several ranks, for [rdmaRanks] (a launcher sets it under
+     * `mpirun`, `mpiexec`, `srun` or `--rank`); null: a two-peer run. `rdma { }` reads [peer] instead.
+     */
+    val ranks: Ranks? = null,
 ) {
     /** These parameters instead (for Java, which has no copy with named arguments). */
     public fun withParameters(parameters: Map<String, String>): RdmaOptions = copy(parameters = parameters)
@@ -51,6 +56,9 @@ public data class RdmaOptions(
 
     /** This control-connection token instead ([ControlToken.of]; null: the per-user secret). */
     public fun withToken(token: String?): RdmaOptions = copy(token = token?.let { ControlToken.of(it) })
+
+    /** This place in a run of ranks instead (null: none). */
+    public fun withRanks(ranks: Ranks?): RdmaOptions = copy(ranks = ranks)
 
     /** This soft0 transport instead (null: [SoftTransport.configured]). */
     public fun withSoftTransport(softTransport: SoftTransport?): RdmaOptions = copy(softTransport = softTransport)
@@ -198,3 +206,8 @@ public suspend fun runRdma(options: RdmaOptions = RdmaDefaults.options, block: s
 /** What reading `peer` says when neither a launcher nor the application gave one. */
 internal const val NO_PEER =
     "the scenario reads `peer` but none was given: run it with rdma-run --listen, --peer or --loopback, or pass RdmaOptions(peer = ...)"
+
+/** What reading `peer` in `rdma { }` says in a run of more than two ranks. */
+internal fun twoPeerScenarioInRanks(ranks: Ranks): String =
+    "this process is rank ${ranks.rank} of ${ranks.size}, and rdma { } runs between two peers: " +
+        "run the block once per peer with rdmaRanks { allToAll { ... } } (or forEachPeer, incast, ring; see samples/alltoall.main.kts)"

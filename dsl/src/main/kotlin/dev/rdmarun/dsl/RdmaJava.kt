@@ -59,6 +59,12 @@ public abstract class JavaCommon<T : JavaCommon<T>> internal constructor(private
     public val isServer: Boolean get() = common.isServer
     public val isClient: Boolean get() = common.isClient
 
+    /** [CommonScope.pair]: the ranks of this scenario's pair (a two-peer run: the server is rank 0, the client rank 1). */
+    public val pair: RankPair get() = common.pair
+    public val rank: Int get() = common.rank
+    public val peerRank: Int get() = common.peerRank
+    public val ranks: Int get() = common.ranks
+
     /** [CommonScope.param]: the parameter's value, else [default]. */
     public fun param(name: String, default: String): String = common.param(name, default)
 

@@ -155,6 +155,8 @@ public data class ScenarioResult(
     val preflight: PreflightReport? = null,
     /** The peer measured a `measure` or `measureRoundTrip` section (its end-of-scenario frame says so): see [latencyTest]. */
     val peerMeasuredLatency: Boolean = false,
+    /** In a run of ranks ([rdmaRanks]): which pair this scenario was; null in a two-peer run. */
+    val pair: RankPair? = null,
 ) {
     val seconds: Double get() = durationNanos / 1e9
 
@@ -245,9 +247,10 @@ public data class ScenarioResult(
         append(PerftestFormat.RULE)
     }
 
-    /** `client on soft0: 1 QP, 0.184 s`: the side, device, QPs and the measured time. */
+    /** `client on soft0: 1 QP, 0.184 s`: the side (in a run of ranks, `rank 2 with rank 0`), device, QPs and the measured time. */
     public fun sideLine(): String =
-        String.format(Locale.ROOT, "%s on %s: %d QP%s, %.3f s", role.label, device, qps.size, if (qps.size == 1) "" else "s", seconds)
+        String.format(Locale.ROOT, "%s on %s: %d QP%s, %.3f s", pair?.let { "rank ${it.rank} with rank ${it.peerRank}" } ?: role.label,
+            device, qps.size, if (qps.size == 1) "" else "s", seconds)
 
     /**
      * perftest's banner: the dashed line, the test line, the `key : value` lines rdma-run knows

@@ -20,7 +20,8 @@ import kotlinx.coroutines.withContext
  * Settings collect until `connect(peer)`, which validates them and hands them to a [Session];
  * operations go to the QPs' drivers from then on.
  */
-internal class Scenario(private val options: RdmaOptions, private val checkOnly: Boolean) : ScenarioScope, LoopHost {
+internal class Scenario(private val options: RdmaOptions, private val checkOnly: Boolean, private val pairing: Pairing? = null) :
+    ScenarioScope, LoopHost {
     private var settings = ScenarioSettings()
     private var session: Session? = null
     private var connectCalled = false
@@ -93,10 +94,12 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
 
     // ---- role and parameters ----
 
-    private fun role(): Role = session?.role ?: connectedRole ?: options.peer?.role ?: PLACEHOLDER_PEER.role.takeIf { checkOnly }
+    private fun role(): Role = session?.role ?: connectedRole ?: options.peer?.role
+        ?: options.ranks?.let { throw ScenarioException(twoPeerScenarioInRanks(it)) } ?: PLACEHOLDER_PEER.role.takeIf { checkOnly }
         ?: throw ScenarioException("the scenario asks whether it is the server or the client (isServer, isClient) but no peer was given: " +
             "run it with rdma-run --listen, --peer or --loopback, or pass RdmaOptions(peer = ...)")
 
+    override val pair: RankPair get() = pairing?.pair ?: twoPeerPair(role())
     override val isServer: Boolean get() = role() == Role.SERVER
     override val isClient: Boolean get() = role() == Role.CLIENT
     override fun param(name: String, default: String) = options.parameters[name] ?: default
@@ -150,7 +153,8 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     override fun measureFromHere() = drivers("measureFromHere()").forEach { it.measureFromHere() }
 
     override val peer: Peer
-        get() = options.peer ?: if (checkOnly) PLACEHOLDER_PEER else throw ScenarioException(NO_PEER)
+        get() = options.peer ?: options.ranks?.let { throw ScenarioException(twoPeerScenarioInRanks(it)) }
+            ?: if (checkOnly) PLACEHOLDER_PEER else throw ScenarioException(NO_PEER)
 
     override suspend fun server(block: suspend ScenarioScope.() -> Unit) {
         if (isServer) block()
@@ -219,7 +223,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         connectedRole = plan.role
         options.onPlan?.invoke(plan)
         if (checkOnly) throw CheckStop
-        val s = Session(plan, polling, options.monitor, options.token, options.softTransport)
+        val s = Session(plan, polling, options.monitor, options.token, options.softTransport, pairing)
         session = s
         s.runJob = currentCoroutineContext().job
         s.connect()

@@ -25,6 +25,22 @@ public interface CommonScope {
     /** This side connects (`--peer`, [Peer.connect]): the client. */
     public val isClient: Boolean
 
+    /**
+     * The ranks of this scenario's pair: in a run of ranks ([rdmaRanks]) this process's and its
+     * peer's; in a two-peer run the server is rank 0 and the client rank 1, of 2. Known before
+     * `connect` when the launcher gave the peer (or the ranks).
+     */
+    public val pair: RankPair get() = twoPeerPair(if (isServer) Role.SERVER else Role.CLIENT)
+
+    /** This side's rank ([pair]). */
+    public val rank: Int get() = pair.rank
+
+    /** The rank at the other end of this scenario ([pair]). */
+    public val peerRank: Int get() = pair.peerRank
+
+    /** How many ranks the run has ([pair]): 2 in a two-peer run. */
+    public val ranks: Int get() = pair.ranks
+
     /** Parameter value given by the launcher (--set NAME=VALUE) or the application, else [default]. */
     public fun param(name: String, default: String): String
 

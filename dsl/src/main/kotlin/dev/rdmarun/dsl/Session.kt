@@ -53,15 +53,19 @@ internal class Session(
     private val token: ControlToken? = null,
     /** How soft0 reaches the peer; null: [SoftTransport.configured]. */
     private val softTransport: SoftTransport? = null,
+    /** One pair of a run of ranks ([RankTeam]): its listener, owned by the team, and how sentences name the peer rank. */
+    val pairing: Pairing? = null,
 ) : PollingDispatcher.Agent {
     val settings = plan.settings
     val role = plan.role
-    /** "the server" or "the client": the other side, for sentences. */
-    val peerLabel = "the ${role.other.label}"
+    /** "the server" or "the client" (in a run of ranks: "rank 3 (host 10.0.0.3, pid 4242)"): the other side, for sentences. */
+    val peerLabel = pairing?.peerLabel ?: "the ${role.other.label}"
     private val timeoutNanos = settings.timeout.inWholeNanoseconds
 
+    /** The server's own listener (a pair of ranks borrows its team's: [acceptOn]). */
     @Volatile
     private var listener: ServerSocket? = null
+    private var acceptOn: ServerSocket? = null
 
     @Volatile
     private var control: ControlConnection? = null
@@ -112,9 +116,7 @@ internal class Session(
 
     /** A frame of the scenario arrived that no one awaited yet ([ControlConnection.framePending]). */
     val framePending: Boolean get() = control?.framePending == true
-
     // ---- setup ----
-
     /** Everything `connect(peer)` does, on the scenario's dispatcher thread (blocking parts on the IO pool). */
     suspend fun connect() {
         val coroutine = currentCoroutineContext()
@@ -133,7 +135,7 @@ internal class Session(
                 val secret = withContext(Dispatchers.IO) {
                     // First: a per-user secret that cannot be used is said before any port or device is touched.
                     val secret = token ?: ControlToken.userSecret()
-                    (plan.peer as? Peer.Listen)?.let { listener = ControlServer.listen(it, settings.timeout) }
+                    acceptOn = (plan.peer as? Peer.Listen)?.let { pairing?.listener ?: ControlServer.listen(it, settings.timeout).also { l -> listener = l } }
                     coroutine.ensureActive() // a cancellation before the listener existed did not close it
                     verbs.openDevice()
                     verbs.createResources()
@@ -152,7 +154,7 @@ internal class Session(
                     val credentials = Handshake.Credentials(plan, secret)
                     val c = when (val peer = plan.peer) {
                         is Peer.Listen -> {
-                            val accepted = ControlServer.accept(listener!!, settings.timeout, credentials) { note(it) }
+                            val accepted = ControlServer.accept(acceptOn!!, settings.timeout, credentials, { coroutine.isActive }) { note(it) }
                             fabricKey = accepted.fabricKey
                             listener?.close()
                             listener = null
@@ -223,7 +225,6 @@ internal class Session(
     }
 
     // ---- failures ----
-
     /**
      * Records the first failure and ends the run: every parked coroutine is resumed with it (on
      * the dispatcher thread) and the scenario's coroutine is cancelled. Any thread.
@@ -239,7 +240,6 @@ internal class Session(
     }
 
     // ---- deadlines and progress ----
-
     private var waiters = 0
     private var creditWaiters = 0
 
@@ -326,7 +326,7 @@ internal class Session(
         awaitControl(Done(2), "its final frame")
         return QpCounters.result(role, deviceName, end - (measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos), drivers.map { it.counters })
             .copy(connection = verbs.connection, parameters = plan.parameters, fingerprint = plan.fingerprint, warmup = warmup.summaries(), preflight = preflight,
-                peerMeasuredLatency = peerDone.latency)
+                peerMeasuredLatency = peerDone.latency, pair = pairing?.pair)
     }
 
     /** The peer's per-QP message counts, checked against what can be true before any wait relies on them. */
@@ -352,7 +352,6 @@ internal class Session(
     fun parameter(name: String): String? = plan.parameters[name]
 
     // ---- teardown ----
-
     /** Closes everything, in dependency order; returns the first error (others suppressed into it). Any thread but the dispatcher's. */
     fun tearDown(): Throwable? {
         tearingDown = true

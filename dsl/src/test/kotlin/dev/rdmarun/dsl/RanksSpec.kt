@@ -1,0 +1,138 @@
+package dev.rdmarun.dsl
+
+import io.kotest.assertions.throwables.shouldThrow
+import io.kotest.core.spec.style.FunSpec
+import io.kotest.matchers.collections.shouldContainExactlyInAnyOrder
+import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldContain
+import java.net.ConnectException
+import java.net.InetSocketAddress
+import java.net.ServerSocket
+import java.net.Socket
+import kotlin.time.Duration.Companion.seconds
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.async
+import kotlinx.coroutines.awaitAll
+import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.delay
+
+/**
+ * Runs of several ranks ([rdmaRanks]) on soft0, every rank a coroutine of this JVM with its own
+ * options, as `mpirun` would start them as processes: the rendezvous through rank 0, the pairs,
+ * the barrier, and a failing rank ending every rank with its name.
+ */
+class RanksSpec : FunSpec({
+    fun freePort() = ServerSocket(0).use { it.localPort }
+    val token = ControlToken.random()
+
+    fun options(rank: Int, size: Int, port: Int) = RdmaOptions(
+        parameters = mapOf(StandardParameters.WARMUP to "0", StandardParameters.PREFLIGHT to "0"),
+        overrides = SettingsOverrides(device = "soft0", timeout = 10.seconds),
+        token = token,
+        ranks = Ranks(rank, size, if (rank == 0) Peer.listen(port) else Peer.connect("127.0.0.1", port)),
+    )
+
+    /** Every rank of [size] at once, each running [block]; what each returned or threw, by rank. */
+    suspend fun run(size: Int, port: Int = freePort(), block: suspend RanksScope.() -> Unit): List<Result<List<ScenarioResult>>> =
+        coroutineScope {
+            (0 until size).map { r -> async(Dispatchers.IO) { runCatching { RankRun(options(r, size, port), false, null).run(block) } } }.awaitAll()
+        }
+
+    /** One message each way with the pair's peer, checked: who sent it, to whom. */
+    val exchange: suspend ScenarioScope.() -> Unit = {
+        connect(peer)
+        forEachQp {
+            send("rank $rank to rank $peerRank".toByteArray())
+            val text = receive().text()
+            if (text != "rank $peerRank to rank $rank") throw ScenarioException("rank $rank got '$text' from rank $peerRank")
+        }
+    }
+
+    test("all to all: every rank exchanges a checked message with every other, and each pair's result names it") {
+        val outcomes = run(4) {
+            allToAll(exchange)
+            barrier()
+        }
+        outcomes.forEachIndexed { r, outcome ->
+            val results = outcome.getOrThrow()
+            results.map { it.pair!!.peerRank } shouldContainExactlyInAnyOrder (0 until 4).filter { it != r }
+            results.forEach {
+                it.pair!!.rank shouldBe r
+                it.pair!!.ranks shouldBe 4
+                it.total.operations shouldBe 1
+                it.total.messagesReceived shouldBe 1
+            }
+        }
+    }
+
+    test("incast: the senders each pair with rank 0 only; rank 0 receives what they sent") {
+        val outcomes = run(4) {
+            incast(to = 0) {
+                connect(peer)
+                forEachQp { if (rank == 0) receive() else send("to rank 0".toByteArray()) }
+            }
+        }
+        val received = outcomes[0].getOrThrow().sumOf { it.total.messagesReceived }
+        val sent = outcomes.drop(1).sumOf { o -> o.getOrThrow().single().also { it.pair!!.peerRank shouldBe 0 }.total.operations }
+        received shouldBe 3
+        received shouldBe sent
+    }
+
+    test("a rank that fails ends every rank, each with a sentence naming it") {
+        val outcomes = run(4) {
+            allToAll {
+                connect(peer)
+                if (rank == 2 && peerRank == 1) throw ScenarioException("rank 2 gives up")
+                forEachQp { if (isServer) send() else receive() }
+            }
+        }
+        outcomes.forEach { it.isFailure shouldBe true }
+        outcomes[2].exceptionOrNull()!!.message!! shouldContain "rank 2 gives up"
+        for (r in listOf(0, 1, 3)) outcomes[r].exceptionOrNull()!!.message!! shouldContain "rank 2"
+    }
+
+    test("a stray at the rendezvous port is closed and counted; the run goes on") {
+        val port = freePort()
+        coroutineScope {
+            val zero = async(Dispatchers.IO) { runCatching { RankRun(options(0, 3, port), false, null).run { allToAll(exchange) } } }
+            // The stray connects first (retrying until rank 0 listens), and sends garbage.
+            val stray = Socket()
+            while (true) {
+                try {
+                    stray.connect(InetSocketAddress("127.0.0.1", port))
+                    break
+                } catch (_: ConnectException) {
+                    delay(20)
+                }
+            }
+            stray.use { it.getOutputStream().write("GET / HTTP/1.0\r\n\r\n".toByteArray()) }
+            val others = (1..2).map { r -> async(Dispatchers.IO) { runCatching { RankRun(options(r, 3, port), false, null).run { allToAll(exchange) } } } }
+            zero.await().getOrThrow().size shouldBe 2
+            others.awaitAll().forEach { it.getOrThrow().size shouldBe 2 }
+        }
+    }
+
+    test("a rank with another token is refused at the rendezvous, and the run ends with a sentence") {
+        val port = freePort()
+        val outcomes = coroutineScope {
+            val short = SettingsOverrides(device = "soft0", timeout = 3.seconds)
+            val zero = async(Dispatchers.IO) { runCatching { RankRun(options(0, 2, port).copy(overrides = short), false, null).run { allToAll(exchange) } } }
+            val other = async(Dispatchers.IO) {
+                runCatching { RankRun(options(1, 2, port).copy(token = ControlToken.random(), overrides = short), false, null).run { allToAll(exchange) } }
+            }
+            zero.await() to other.await()
+        }
+        outcomes.second.exceptionOrNull()!!.message!! shouldContain "refused the connection: the tokens differ"
+        outcomes.first.exceptionOrNull()!!.message!! shouldContain "no client completed the hello"
+    }
+
+    test("bad calls get one sentence: a rank outside the run, a two-peer scenario in a run of 4, no rank at all") {
+        shouldThrow<ScenarioException> {
+            RankRun(options(1, 4, 1), true, null).run { forEachPeer(listOf(1)) { } }
+        }.message!! shouldContain "forEachPeer: 1 is not another rank"
+        shouldThrow<ScenarioException> {
+            RdmaDefaults.forThisThread(options(1, 4, 1)) { rdma { connect(peer) } }
+        }.message!! shouldContain "this process is rank 1 of 4, and rdma { } runs between two peers"
+        shouldThrow<ScenarioException> { RankRun(RdmaOptions(), false, null) }.message shouldBe NO_RANKS
+    }
+})
