@@ -27,7 +27,7 @@ CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_
        control_token peer_text_escaped soft0_message_too_long bad_gid_before_client
        script_empty script_no_rdma script_binary script_not_utf8 script_many_errors script_exception script_system_exit
        script_busy_interrupted cache_planted_jar cache_open_folder cache_scripts_link
-       control_echo_intro control_replay soft0_observer soft0_flood_first launcher_disagree)
+       control_echo_intro control_replay soft0_observer soft0_flood_first launcher_disagree rank_killed)
 
 # For the attacks on a waiting server: its listener exists before connect's pre-flight (up to 10 s),
 # and a connection made meanwhile waits in its backlog for the server's first bytes, longer than an
@@ -640,6 +640,24 @@ case_launcher_disagree() {
   expect_rc mixed 1 || ok=1
   expect_log mixed "the launchers disagree: Open MPI says rank 1 of 2 (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE) but Slurm says rank 0 of 1" || ok=1
   expect_no_log mixed "compiling" || ok=1
+  return $ok
+}
+
+# Four ranks by hand, all to all; rank 2 is killed (SIGKILL) once its three pairs run: every other
+# rank exits 1, long before its --timeout, with a sentence that names rank 2 and its pid.
+case_rank_killed() {
+  local ok=0 k args=("$root/e2e/hostile/ranks-running.main.kts" -d soft0 --timeout 60s --ranks 4 --rendezvous 127.0.0.1:18790 "${NO_PREFLIGHT[@]}")
+  for k in 0 1 2 3; do start "rank$k" "$RDMA_RUN" "${args[@]}" --rank "$k"; done
+  for k in 0 1 3; do wait_log rank2 "rank 2 connected to rank $k" || return 1; done
+  local victim
+  victim=$(java_pid rank2)
+  kill -KILL "$victim"
+  for k in 0 1 2 3; do finish "rank$k"; done
+  for k in 0 1 3; do
+    expect_rc "rank$k" 1 || ok=1
+    expect_log "rank$k" "rank 2 (" || ok=1
+    expect_log "rank$k" "pid $victim" || ok=1
+  done
   return $ok
 }
 

@@ -22,7 +22,7 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
 CASES=(devices pingpong multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
-       script_figures ranks_plain ranks_mpirun ranks_hydra)
+       script_figures ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -211,6 +211,38 @@ case_ranks_mpirun() {
 case_ranks_hydra() {
   launcher_present mpiexec.hydra mpich || return $(($? == 2 ? 0 : 1))
   ranks_by "MPICH/Hydra" 18753 mpiexec.hydra -n 2
+}
+
+# samples_by SAMPLE N LINE PORT CMD...: CMD starts N ranks of SAMPLE (a run of ranks, met
+# through rank 0 at PORT); every rank exits 0 and prints LINE's start, and rank 0 says the
+# others came through the rendezvous.
+samples_by() {
+  local sample=$1 n=$2 line=$3 port=$4 ok=0; shift 4
+  run ranks "$@" "$RDMA_RUN" "$root/samples/$sample.main.kts" -d "$DEV" --timeout 60s -p "$port" \
+    --set warmup=0 --set preflight=0 --set iterations=200
+  expect_rc ranks 0 || ok=1
+  expect_log ranks "rank 0 of $n " || ok=1
+  if [ "$(grep -cF "$line" "$case_dir/ranks.log")" != "$n" ]; then
+    why="${why:+$why; }not every one of the $n ranks said '$line'"
+    ok=1
+  fi
+  return $ok
+}
+
+# Four ranks of the all-to-all sample under mpirun: every rank writes to the three others at once
+# and checks every byte each of them wrote (12 pairs' payloads).
+case_alltoall_mpirun() {
+  launcher_present mpirun openmpi-bin || return $(($? == 2 ? 0 : 1))
+  samples_by alltoall 4 "wrote to 3 ranks and checked what each wrote" 18754 \
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false mpirun --oversubscribe -np 4
+}
+
+# Four ranks of the incast sample under MPICH: three senders to rank 0, which checks who sent each
+# message and receives exactly what the three sent (3 x 200 messages of 4096 bytes).
+case_incast_hydra() {
+  launcher_present mpiexec.hydra mpich || return $(($? == 2 ? 0 : 1))
+  samples_by incast 4 "incast: rank" 18755 mpiexec.hydra -n 4 || return 1
+  expect_log ranks "incast: rank 0 received 2457600 bytes from 3 senders, every message checked"
 }
 
 run_cases "$@"

@@ -22,7 +22,7 @@ data class RankPlace(val rank: Int, val ranks: Int, val launcher: String, val re
  */
 object LauncherRanks {
     /** Ranks beyond this are a typo, not a run. */
-    const val MAX_RANKS: Int = 4096
+    const val MAX_RANKS: Int = dev.rdmarun.dsl.Ranks.MAX_RANKS
 
     /** One launcher's variables; [size], [localSize] and [nodes] are null where it has none. */
     private class Launcher(val name: String, val rank: String, val size: String?, val localSize: String?, val nodes: String? = null, val needs: String? = null)

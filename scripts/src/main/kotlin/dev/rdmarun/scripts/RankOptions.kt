@@ -12,18 +12,20 @@ import dev.rdmarun.scripts.ScenarioCommand.Companion.usage
 /**
  * A run of ranks: each process learns its rank and the number of ranks from the launcher that
  * started it ([LauncherRanks]: `mpirun`, `mpiexec`, `srun`), or from `--rank K --ranks N`, and
- * meets rank 0 at the rendezvous. Two ranks are today's two sides: rank 0 listens there (the
- * server), rank 1 connects to it (the client), so a two-peer script runs unchanged under a launcher.
+ * meets rank 0 at the rendezvous ([dev.rdmarun.dsl.rdmaRanks]). Two ranks are also today's two
+ * sides: rank 0 listens there (the server), rank 1 connects to it (the client), so a two-peer
+ * script runs unchanged under a launcher.
  */
 class RankOptions : OptionGroup(
     "ranks (mpirun, mpiexec, srun)",
-    "Under mpirun, mpiexec or srun each process takes its rank from the launcher; rank 0 is the server, rank 1 its client",
+    "Under mpirun, mpiexec or srun each process takes its rank from the launcher; every rank meets rank 0 at the rendezvous " +
+        "(of 2 ranks, rank 0 is the server and rank 1 its client)",
 ) {
     private val rank by option("--rank", metavar = "K",
-        help = "This process's rank, where no launcher gives it: 0 is the server, 1 the client (needs --ranks)")
+        help = "This process's rank, where no launcher gives it: 0 listens at the rendezvous, the others connect to it (needs --ranks)")
         .int().restrictTo(0 until LauncherRanks.MAX_RANKS)
     private val ranks by option("--ranks", metavar = "N",
-        help = "The number of ranks (default: the launcher's); this build runs 2")
+        help = "The number of ranks (default: the launcher's); with --loopback, that many ranks in this JVM")
         .int().restrictTo(1..LauncherRanks.MAX_RANKS)
     private val rendezvous by option("--rendezvous", metavar = "HOST|HOST:PORT",
         help = "Where rank 0 listens and the others connect (default: Slurm's first node, or this host when the launcher " +
@@ -32,6 +34,9 @@ class RankOptions : OptionGroup(
 
     /** Whether a rank option is on the command line (a side given with --listen, --peer or --loopback excludes them). */
     val given: Boolean get() = rank != null || ranks != null || rendezvous != null
+
+    /** `--loopback --ranks N`: N, when --ranks is the only rank option (every rank in this JVM); else null. */
+    val loopbackRanks: Int? get() = ranks.takeIf { rank == null && rendezvous == null }
 
     /**
      * This process's place from the options and [env] (the launcher's variables), or null when
@@ -62,10 +67,6 @@ class RankOptions : OptionGroup(
             else -> return null
         }
         if (place.ranks == 1) throw UsageError("a run of 1 rank has no peer: give --ranks 2, or run both sides in this JVM with --loopback")
-        if (place.ranks > 2) {
-            throw UsageError("rank ${place.rank} of ${place.ranks} (${place.launcher}): this build runs 2 ranks (rank 0 the server, rank 1 its client); " +
-                "more need the rendezvous of every rank through rank 0, not built yet")
-        }
         return place
     }
 

@@ -20,6 +20,7 @@ import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
 import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.dsl.MAX_DURATION
+import dev.rdmarun.dsl.Ranks
 import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.dsl.Peer
 import dev.rdmarun.dsl.RdmaDefaults
@@ -73,7 +74,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** Who this process is in the scenario. */
     private sealed interface Mode {
         /** [text]: the option's value as typed; [namesPort]: it gives the TCP port (a --peer may leave it to the default or -p). */
-        data class Side(val peer: Peer, val text: String, val namesPort: Boolean) : Mode
+        /** [ranks]: this process is a rank of a run ([RankOptions]), whose rendezvous is [peer]. */
+        data class Side(val peer: Peer, val text: String, val namesPort: Boolean, val ranks: Ranks? = null) : Mode
         data object Loopback : Mode
     }
 
@@ -174,8 +176,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             token = secret(),
             script = ScriptSource(script.path, script.name, source.lines().size).also { scriptSource = it },
         )
-        val withPeer = options.copy(peer = (chosen as? Mode.Side)?.peer)
-        val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: "none",
+        val side = chosen as? Mode.Side
+        // Two ranks are also a server and its client: rdma { } reads the peer, rdmaRanks { } the ranks.
+        val withPeer = options.copy(peer = side?.peer?.takeIf { side.ranks == null || side.ranks.size == 2 }, ranks = side?.ranks)
+        val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: side?.ranks?.let { "rank" } ?: "none",
             script.path, source, given)
         results = RunResults(script.name, perftest.reportGbits, json = json,
             histogram = histogram, sweep = if (perftest.all && !check) SweepOutput(script.name, perftest.reportGbits) { say(it) } else null,
@@ -210,7 +214,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
      * without a role has nothing to set.
      */
     private fun chosenMode(): Mode? {
-        if (mode != null && rankOptions.given) {
+        if (mode == Mode.Loopback && rankOptions.loopbackRanks != null) {
+            if (rankOptions.loopbackRanks!! < 2) throw UsageError("--loopback --ranks ${rankOptions.loopbackRanks}: a run of ranks has at least 2")
+        } else if (mode != null && rankOptions.given) {
             throw UsageError("--rank, --ranks and --rendezvous make this process a rank of a run; --listen, --peer and --loopback choose a side: give one or the other")
         }
         if (mode == null) rankOptions.place { currentContext.readEnvvar(it) }?.let { place -> return rankMode(place) }
@@ -234,11 +240,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
     }
 
-    /** Rank 0 the server at the rendezvous, rank 1 its client, said on standard error. */
+    /** This process's rank: rank 0 listens at the rendezvous, the others connect to it; said on standard error. */
     private fun rankMode(place: RankPlace): Mode.Side {
         val peer = rankOptions.peer(place, tcpPort)
-        say("rdma-run ${script.name}: rank ${place.rank} of ${place.ranks} (${place.launcher}): the ${peer.role.label}, $peer", err = true)
-        return Mode.Side(peer, peer.toString(), namesPort = true)
+        val what = if (place.ranks == 2) "the ${peer.role.label}, $peer" else if (peer is Peer.Listen) "the rendezvous, $peer" else "rendezvous: $peer"
+        say("rdma-run ${script.name}: rank ${place.rank} of ${place.ranks} (${place.launcher}): $what", err = true)
+        return Mode.Side(peer, peer.toString(), namesPort = true, ranks = Ranks(place.rank, place.ranks, peer))
     }
 
     /** `--token`, `--no-token`, or null for the per-user secret (the DSL's default). */
@@ -376,8 +383,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val intervalOutput = IntervalOutput { line -> put(line) }
 
     /** One side of a --loopback run: its own thread, defaults, monitor and outcome. */
-    private class LoopbackSide(val peer: Peer, val monitor: ScenarioMonitor) {
-        val label = peer.role.label
+    private class LoopbackSide(val label: String, val options: (RdmaOptions) -> RdmaOptions, val monitor: ScenarioMonitor) {
         val results = mutableListOf<ResultsRun>()
         var failure: Throwable? = null
         lateinit var thread: Thread
@@ -399,16 +405,23 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         // Both peers are in this JVM: soft0 then opens no socket at all (the system property, when set, wins).
         val options = if (System.getProperty(SoftTransport.PROPERTY) == null) given.withSoftTransport(SoftTransport.MEMORY) else given
         val port = tcpPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
+        val ranks = rankOptions.loopbackRanks // --loopback --ranks N: N ranks of a run, each on a thread of this JVM
         val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
-            .map { LoopbackSide(it, runningNote(it.role.label)) }
-        say("rdma-run ${script.name}: loopback: server and client in this JVM on ${device ?: defaultDevice()}, " +
-            "control connection over 127.0.0.1:$port", err = true)
+            .map { peer -> LoopbackSide(peer.role.label, { it.copy(peer = peer) }, runningNote(peer.role.label)) }
+            .takeIf { ranks == null }
+            ?: (0 until ranks!!).map { k ->
+                // Rank 0 listens at the rendezvous; with 2 ranks, a two-peer rdma { } reads the peer too.
+                val peer = if (k == 0) Peer.listen(port, "127.0.0.1") else Peer.connect("127.0.0.1", port)
+                LoopbackSide("rank $k", { it.copy(peer = peer.takeIf { ranks == 2 }, ranks = Ranks(k, ranks, peer)) }, runningNote("rank $k"))
+            }
+        say("rdma-run ${script.name}: loopback: ${ranks?.let { "$it ranks" } ?: "server and client"} in this JVM on ${device ?: defaultDevice()}, " +
+            "${if (ranks == null) "control connection" else "rendezvous"} over 127.0.0.1:$port", err = true)
         withProgress(sides.map { it.label to it.monitor }, options.parameters) {
             for (side in sides) {
                 side.thread = Thread.ofPlatform().name("rdma-run-${side.label}-script").start {
                     side.failure = sampler(side.label, side.monitor).use { sampler ->
                         try {
-                            evaluate(host, compiled, options.copy(peer = side.peer, monitor = side.monitor)) { result ->
+                            evaluate(host, compiled, side.options(options).copy(monitor = side.monitor)) { result ->
                                 val run = results.ended(result, sampler)
                                 synchronized(side.results) { side.results += run }
                             }
@@ -439,7 +452,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         if (sides.all { it.results.isEmpty() }) throw nothingToRun()
         val devices = sides.flatMap { s -> s.results.map { it.end.device } }.distinct()
         if (devices.isNotEmpty()) {
-            val verdict = "loopback on ${devices.joinToString()}: server and client succeeded"
+            val verdict = "loopback on ${devices.joinToString()}: ${ranks?.let { "all $it ranks" } ?: "server and client"} succeeded"
             results.sweep?.let { it.lastLine = verdict } ?: say(verdict) // -a: once, after the table
         }
     }

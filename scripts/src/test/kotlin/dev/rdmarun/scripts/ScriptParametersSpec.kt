@@ -45,7 +45,8 @@ class ScriptParametersSpec : StringSpec({
     "every parameter each sample reads has a doc for --params: its line's comment, or the DSL's for the standard ones" {
         val samples = java.io.File("../samples").listFiles { f -> f.name.endsWith(".main.kts") }.orEmpty().sortedBy { it.name }
         samples.map { it.name } shouldContainExactly
-            listOf("atomics.main.kts", "card.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts", "read-lat.main.kts", "write-bw.main.kts")
+            listOf("alltoall.main.kts", "atomics.main.kts", "card.main.kts", "incast.main.kts", "multi-qp.main.kts", "pingpong-lat.main.kts",
+                "read-lat.main.kts", "ring.main.kts", "write-bw.main.kts")
         val undocumented = samples.flatMap { f -> ScriptParameters.of(f.readText()).read.values.filter { it.doc.isBlank() }.map { "${f.name}: ${it.name}" } }
         undocumented shouldBe emptyList()
         val writeBw = ScriptParameters.of(java.io.File("../samples/write-bw.main.kts").readText()).read
