@@ -230,11 +230,13 @@ samples_by() {
 }
 
 # Four ranks of the all-to-all sample under mpirun: every rank writes to the three others at once
-# and checks every byte each of them wrote (12 pairs' payloads).
+# and checks every byte each of them wrote (12 pairs' payloads); rank 0 sums up all 12 pairs.
 case_alltoall_mpirun() {
   launcher_present mpirun openmpi-bin || return $(($? == 2 ? 0 : 1))
   samples_by alltoall 4 "wrote to 3 ranks and checked what each wrote" 18754 \
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false mpirun --oversubscribe -np 4
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false mpirun --oversubscribe -np 4 || return 1
+  # Rank 0 gathered the 12 pairs' results: its summary and its JSON hold them all.
+  expect_log ranks "ranks: 4, 12 pair results gathered on rank 0"
 }
 
 # Four ranks of the incast sample under MPICH: three senders to rank 0, which checks who sent each

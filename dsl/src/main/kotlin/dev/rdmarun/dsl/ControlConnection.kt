@@ -245,7 +245,8 @@ internal class ControlConnection private constructor(
     /**
      * Waits for [expected] as the peer's next frame; anything else means the scenarios differ.
      * [check] runs every 100 ms while it waits and ends the wait by throwing (a deadline).
-     * Returns the frame (a [Done] frame matches any of the same phase, whatever its counts).
+     * Returns the frame (a [Done] frame matches any of the same phase, whatever its counts; a
+     * [RankResults] frame any other).
      */
     @OptIn(ExperimentalCoroutinesApi::class)
     suspend fun await(expected: Frame, waitingFor: String, check: () -> Unit): Frame {
@@ -264,7 +265,11 @@ internal class ControlConnection private constructor(
             }
             if (frame == null) check()
         }
-        val matches = if (expected is Done) frame is Done && frame.isPhase(expected.phase) else frame == expected
+        val matches = when (expected) {
+            is Done -> frame is Done && frame.isPhase(expected.phase)
+            is RankResults -> frame is RankResults // whatever the results
+            else -> frame == expected
+        }
         if (!matches) {
             if (frame is Done && frame.isPhase(1)) throw PeerException("the ${peerRole.label} finished its scenario while this side waited for $waitingFor")
             throw PeerException("the ${peerRole.label} sent ${frameName(frame)} while this side waited for $waitingFor: the two sides run different scenarios")
@@ -308,6 +313,7 @@ internal class ControlConnection private constructor(
             is RankHello -> "a rank's hello"
             is RankTable -> "the table of ranks"
             is RankBarrier -> "rank barrier ${f.seq}"
+            is RankResults -> "its results"
         }
 
         /** Closes a connection whose write outlived its timeout ([send]); one daemon thread for all. */

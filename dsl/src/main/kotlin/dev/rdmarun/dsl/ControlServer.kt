@@ -158,15 +158,21 @@ internal object ControlServer {
             threads.forEach { it.join(1000) }
         }
         val found = synchronized(lock) { chosen.toList() }
+        // The clients taken so far (rank 0's other ranks) hear why the wait ended, then go.
+        fun release(sentence: String) = found.forEach {
+            it.connection.trySend(Failure("the server stopped waiting for its other clients: $sentence"))
+            it.connection.close()
+        }
         synchronized(lock) { fatal }?.let { e ->
-            found.forEach { it.connection.close() }
+            release(e.message.orEmpty())
             throw e
         }
         if (found.size < count) {
-            found.forEach { it.connection.close() }
             val words = strayWords()
             val who = if (count == 1) "no client" else "${found.size} of the $count clients"
-            throw RdmaTimeoutException("$who completed the hello on TCP port $port within $timeout" + if (words.isEmpty()) "" else "; $words")
+            val sentence = "$who completed the hello on TCP port $port within $timeout" + if (words.isEmpty()) "" else "; $words"
+            release(sentence)
+            throw RdmaTimeoutException(sentence)
         }
         strayWords().takeIf { it.isNotEmpty() }?.let { note("$it; " + if (count == 1) "${found[0].connection.peerLabel} completed it" else "the $count clients completed it") }
         return found

@@ -184,3 +184,8 @@ internal data class RankTable(val hosts: List<String>, val pids: List<Long>, val
 @Serializable
 @SerialName("rank-barrier")
 internal data class RankBarrier(val seq: Int) : Frame()
+
+/** A rank's pair results, sent to rank 0 before the run's last barrier ([RankTeam.gather]), checked there before use. */
+@Serializable
+@SerialName("rank-results")
+internal data class RankResults(val results: List<ScenarioResult>) : Frame()

@@ -19,8 +19,8 @@ import kotlinx.coroutines.withContext
  * rank closes its connections while another still runs. A failure anywhere ends every rank
  * ([RankTeam.fail]).
  */
-internal class RankRun(private val options: RdmaOptions, private val checkOnly: Boolean, private val onResult: ((ScenarioResult) -> Unit)?) :
-    RanksScope {
+internal class RankRun(private val options: RdmaOptions, private val checkOnly: Boolean, private val onResult: ((ScenarioResult) -> Unit)?,
+                       private val onRanks: ((RanksResult) -> Unit)? = null) : RanksScope {
     private val place: Ranks = options.ranks
         ?: options.peer?.let { Ranks(if (it is Peer.Listen) 0 else 1, 2, it) }
         ?: if (checkOnly) Ranks(0, 2, Peer.Listen(Peer.DEFAULT_PORT)) else throw ScenarioException(NO_RANKS)
@@ -34,7 +34,10 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
     private val results = ArrayList<ScenarioResult>()
     private val timeout = options.overrides.timeout ?: ScenarioSettings().timeout
 
-    suspend fun run(block: suspend RanksScope.() -> Unit): List<ScenarioResult> {
+    /** Rank 0: every rank's pair results, once gathered. */
+    private var gathered: List<ScenarioResult> = emptyList()
+
+    suspend fun run(block: suspend RanksScope.() -> Unit): RanksResult {
         val monitor = options.monitor
         try {
             coroutineScope {
@@ -46,7 +49,12 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
                         team = t
                         t.startWatching { cause -> job.cancel(CancellationException(cause.message, cause)) }
                     }
-                    block()
+                    try {
+                        block()
+                    } catch (_: CheckStop) {
+                        return@coroutineScope // --check planned the first pair
+                    }
+                    team?.let { t -> gathered = t.gather(results.toList()) }
                     team?.barrier("the end of the run", last = true)
                 } finally {
                     monitor?.detach(job)
@@ -65,7 +73,7 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
             monitor?.stopped()
             team?.close()
         }
-        return results.toList()
+        return RanksResult(rank, ranks, results.toList(), gathered).also { if (!checkOnly) onRanks?.invoke(it) }
     }
 
     /** The rendezvous, on the IO pool; a cancellation (Ctrl-C) closes its sockets, which ends it. */
@@ -118,10 +126,10 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
             throw ScenarioException("forEachPeer names rank ${it.key} ${it.value} times: each pair runs once")
         }
         if (checkOnly) {
-            // --check: the first pair's plan, up to its connect; nobody is met.
+            // --check: the first pair's plan, up to its connect; nobody is met, and the run stops there.
             val first = chosen.firstOrNull() ?: return emptyList()
             Scenario(options.copy(peer = null, ranks = null), true, Pairing(null, "rank $first", RankPair(rank, first, ranks))).run(block)
-            return emptyList()
+            throw CheckStop
         }
         val t = team!!
         t.doing = "its pairs with ranks ${chosen.joinToString()}"
@@ -158,6 +166,12 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
 
     override suspend fun barrier() {
         team?.barrier()
+    }
+
+    /** `--check`: the first pair reported its plan; a Throwable, so that a script's `catch (e: Exception)` does not take it. */
+    private object CheckStop : Throwable() {
+        private fun readResolve(): Any = CheckStop
+        override fun fillInStackTrace(): Throwable = this
     }
 
     private companion object {

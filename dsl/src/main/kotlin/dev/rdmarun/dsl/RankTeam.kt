@@ -42,6 +42,13 @@ internal class RankTeam private constructor(
 
     private var barrierSeq = 0
 
+    /**
+     * Since when (System.nanoTime()) each connected rank's heartbeats say it runs code of its own,
+     * outside any pair, barrier or gathering (their `waiting` is null); absent: it does not.
+     * A wait for such a rank ends once that lasted the timeout ([idleCheck]).
+     */
+    private val idleSince = java.util.concurrent.ConcurrentHashMap<Int, Long>()
+
     /** The last barrier's number, once it began ([barrier] with `last`): its release ends the run here. */
     @Volatile
     private var lastSeq = -1
@@ -68,8 +75,8 @@ internal class RankTeam private constructor(
         this.onFailure = onFailure
         for ((r, c) in hub) {
             c.startWatching(
-                onLost = { e -> if (!ended) fail(PeerException(if (rank == 0) "${describe(r)} is lost: ${e.message}" else "rank 0 ended the run: ${e.message}", e), told = r) },
-                onHeartbeat = {},
+                onLost = { e -> if (!ended) fail(PeerException(lost(r, e.message.orEmpty()), e), told = r) },
+                onHeartbeat = { hb -> if (hb.waiting == null) idleSince.putIfAbsent(r, System.nanoTime()) else idleSince.remove(r) },
                 // In order with the connection's end: the last barrier's release comes before rank 0 closes.
                 onFrame = { if (it is RankBarrier && it.seq == lastSeq) ended = true },
                 heartbeat = { Heartbeat(waiting = doing) },
@@ -78,12 +85,21 @@ internal class RankTeam private constructor(
     }
 
     /**
+     * What this rank says when rank [r]'s connection ends with [message]: the sentence of a rank
+     * that reported its failure (it names itself), else that [r] is lost.
+     */
+    private fun lost(r: Int, message: String): String {
+        val told = message.removePrefix("the ${if (rank == 0) Role.CLIENT.label else Role.SERVER.label} failed: ")
+        return if (told != message) told else "${describe(r)} is lost: $message"
+    }
+
+    /**
      * Records the first failure and tells the others: rank 0 every other rank (but [told], which
      * said it), another rank rank 0, which passes it on.
      */
     fun fail(cause: Throwable, told: Int? = null) {
         if (!failureRef.compareAndSet(null, cause)) return
-        val sentence = if (rank == 0 || told != null) cause.message.orEmpty() else "${describe(rank)} failed: ${cause.message}"
+        val sentence = if (told != null) cause.message.orEmpty() else "${describe(rank)} failed: ${cause.message}"
         for ((r, c) in hub) if (r != told) c.trySend(Failure(printable(sentence, 2 * MAX_PEER_TEXT)))
         onFailure(cause)
     }
@@ -95,21 +111,66 @@ internal class RankTeam private constructor(
     suspend fun barrier(what: String = "barrier ${barrierSeq + 1}", last: Boolean = false) {
         val seq = ++barrierSeq
         if (last) lastSeq = seq
-        val check: () -> Unit = { failure?.let { throw it } }
         doing = what
         try {
             if (rank == 0) {
-                for ((r, c) in hub) c.await(RankBarrier(seq), "${describe(r)} to reach $what", check)
+                for ((r, c) in hub) c.await(RankBarrier(seq), "${describe(r)} to reach $what", idleCheck(r, what))
                 if (last) ended = true
                 kotlinx.coroutines.withContext(kotlinx.coroutines.Dispatchers.IO) { hub.values.forEach { it.send(RankBarrier(seq)) } }
             } else {
                 val c = hub.getValue(0)
                 kotlinx.coroutines.withContext(kotlinx.coroutines.Dispatchers.IO) { c.send(RankBarrier(seq)) }
-                c.await(RankBarrier(seq), "every rank to reach $what (rank 0 says when)", check)
+                c.await(RankBarrier(seq), "every rank to reach $what (rank 0 says when)", idleCheck(0, what))
             }
         } finally {
             doing = null
         }
+    }
+
+    /**
+     * Every rank's pair results on rank 0 (this rank's [own] first, then by rank), each checked
+     * before use; another rank sends its own to rank 0 and gets an empty list.
+     */
+    suspend fun gather(own: List<ScenarioResult>): List<ScenarioResult> {
+        doing = "gathering the results on rank 0"
+        try {
+            if (rank != 0) {
+                kotlinx.coroutines.withContext(kotlinx.coroutines.Dispatchers.IO) { hub.getValue(0).send(RankResults(own)) }
+                return emptyList()
+            }
+            val all = ArrayList(own)
+            for (r in hub.keys.sorted()) {
+                val sent = (hub.getValue(r).await(RankResults(emptyList()), "${describe(r)} to send its results", idleCheck(r, "the end of its run")) as RankResults).results
+                invalid(r, sent)?.let { throw PeerException("${describe(r)} sent invalid results: $it: it is not a compatible rdma-run") }
+                all += sent
+            }
+            return all
+        } finally {
+            doing = null
+        }
+    }
+
+    /**
+     * What a wait for rank [r] checks every 100 ms: the run's failure, and that [r] has not run
+     * code of its own (outside pairs and barriers, per its heartbeats) for the timeout. Pairs and
+     * barriers bound themselves; a rank that loops in its own code would hold every other rank.
+     */
+    private fun idleCheck(r: Int, what: String): () -> Unit = {
+        failure?.let { throw it }
+        val since = idleSince[r]
+        if (since != null && System.nanoTime() - since - timeout.inWholeNanoseconds > 0) {
+            throw RdmaTimeoutException("${describe(r)} did not reach $what within $timeout: it runs code of its own, outside any pair or barrier")
+        }
+    }
+
+    /** The first problem of rank [r]'s [results], or null. */
+    private fun invalid(r: Int, results: List<ScenarioResult>): String? = when {
+        results.size > Handshake.MAX_LIST -> "${results.size} results, more than ${Handshake.MAX_LIST}"
+        results.any { val p = it.pair; p == null || p.rank != r || p.ranks != size || p.peerRank !in 0 until size || p.peerRank == r } ->
+            "a result of another pair than rank $r's"
+        results.any { it.durationNanos < 0 || it.total.bytesSent < 0 || it.total.bytesReceived < 0 || it.total.operations < 0 || it.total.messagesReceived < 0 } ->
+            "a negative count or duration"
+        else -> null
     }
 
     override fun close() {
@@ -142,16 +203,19 @@ internal class RankTeam private constructor(
                         accepted.forEach { opened(it.connection) }
                         val end = deadlineAfter(timeout)
                         val hellos = HashMap<Int, Pair<ControlConnection, RankHello>>()
+                        // A bad hello ends the rendezvous for every rank, which all hear why.
+                        fun refuse(sentence: String): Nothing {
+                            accepted.forEach { it.connection.trySend(Failure("rank 0 ended the rendezvous: $sentence")) }
+                            throw PeerException(sentence)
+                        }
                         for (a in accepted) {
                             val c = a.connection
                             c.handshakeDeadline(end)
                             val hello = c.receive("rank's hello") as? RankHello
-                                ?: throw PeerException("${c.peerLabel} sent something else than a rank's hello: it is not a compatible rdma-run")
-                            validate(hello, ranks.size, c.peerLabel)?.let { c.trySend(Failure(it)); throw PeerException(it) }
+                                ?: refuse("${c.peerLabel} sent something else than a rank's hello: it is not a compatible rdma-run")
+                            validate(hello, ranks.size, c.peerLabel)?.let { refuse(it) }
                             hellos.put(hello.rank, c to hello)?.let {
-                                val sentence = "two processes say they are rank ${hello.rank} (${it.first.remoteHost} and ${c.remoteHost}): is another run using the rendezvous port?"
-                                c.trySend(Failure(sentence))
-                                throw PeerException(sentence)
+                                refuse("two processes say they are rank ${hello.rank} (${it.first.remoteHost} and ${c.remoteHost}): is another run using the rendezvous port?")
                             }
                         }
                         rendezvous.close()
@@ -167,7 +231,13 @@ internal class RankTeam private constructor(
                         RankTeam(0, ranks.size, timeout, hellos.mapValues { it.value.first }, listeners, hosts, pids, emptyList())
                     }
                     is Peer.Connect -> {
-                        val c = opened(ControlClient.connect(at, timeout, keepWaiting))
+                        val c = try {
+                            opened(ControlClient.connect(at, timeout, keepWaiting))
+                        } catch (e: RdmaTimeoutException) {
+                            // ControlClient's hint speaks of --listen; rank 0 may also have ended already.
+                            throw RdmaTimeoutException("rank ${ranks.rank} found no rank 0 at ${printable(at.host, 80)}:${at.port} within $timeout: " +
+                                "${e.cause?.message ?: "no answer"} (is rank 0 started there, with the same rendezvous port? it stops listening once every rank came, or when it fails)", e)
+                        }
                         c.authenticate(credentials)
                         c.send(RankHello(VERSION, ranks.rank, ranks.size, pid, (ranks.rank + 1 until ranks.size).map { listeners.getValue(it).localPort }))
                         c.handshakeDeadline(deadlineAfter(timeout)) // rank 0 answers once every rank came: as long as that may take

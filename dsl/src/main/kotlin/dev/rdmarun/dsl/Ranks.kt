@@ -85,7 +85,8 @@ public suspend fun RanksScope.ring(block: suspend ScenarioScope.() -> Unit): Lis
 
 /**
  * Runs [block] on this rank of a run of several ranks, **blocking the calling thread** (as [rdma]
- * does) until it and every pair it started finished; returns this rank's pair results.
+ * does) until it and every pair it started finished; returns this rank's pair results and, on
+ * rank 0, every rank's ([RanksResult], whose `table()` sums them up per rank and per pair).
  *
  * ```
  * rdmaRanks {
@@ -116,8 +117,8 @@ public suspend fun RanksScope.ring(block: suspend ScenarioScope.() -> Unit): Lis
  * with a failure that names the rank, its host and pid, and releases its verbs objects.
  * `--check` runs [block] up to the first pair's `connect(peer)` and meets nobody.
  */
-public fun rdmaRanks(options: RdmaOptions = RdmaDefaults.options, block: suspend RanksScope.() -> Unit): List<ScenarioResult> =
-    kotlinx.coroutines.runBlocking { RankRun(options, RdmaDefaults.checkOnly, RdmaDefaults.onResult).run(block) }
+public fun rdmaRanks(options: RdmaOptions = RdmaDefaults.options, block: suspend RanksScope.() -> Unit): RanksResult =
+    kotlinx.coroutines.runBlocking { RankRun(options, RdmaDefaults.checkOnly, RdmaDefaults.onResult, RdmaDefaults.onRanks).run(block) }
 
 /** How a pair scenario of a run of ranks differs from a two-peer one: the team's listener, its sentences and results. */
 internal class Pairing(val listener: ServerSocket?, val peerLabel: String, val pair: RankPair)

@@ -76,7 +76,8 @@ public data class RdmaOptions(
  * once in one JVM (`--loopback`: server and client).
  */
 public object RdmaDefaults {
-    private class Launch(val options: RdmaOptions, val checkOnly: Boolean, val onResult: ((ScenarioResult) -> Unit)?)
+    private class Launch(val options: RdmaOptions, val checkOnly: Boolean, val onResult: ((ScenarioResult) -> Unit)?,
+                         val onRanks: ((RanksResult) -> Unit)?)
 
     private val launch = InheritableThreadLocal<Launch?>()
 
@@ -110,10 +111,14 @@ public object RdmaDefaults {
             globalOnResult = value
         }
 
+    /** Where each finished [rdmaRanks] goes (a launcher: rank 0's summary and gathered results), after its pairs went to [onResult]. */
+    public val onRanks: ((RanksResult) -> Unit)? get() = launch.get()?.onRanks
+
     /** Runs [block] (a script evaluation) with these defaults on the calling thread instead of the application-wide ones. */
-    public fun <T> forThisThread(options: RdmaOptions, checkOnly: Boolean = false, onResult: ((ScenarioResult) -> Unit)? = null, block: () -> T): T {
+    public fun <T> forThisThread(options: RdmaOptions, checkOnly: Boolean = false, onResult: ((ScenarioResult) -> Unit)? = null,
+                                 onRanks: ((RanksResult) -> Unit)? = null, block: () -> T): T {
         val previous = launch.get()
-        launch.set(Launch(options, checkOnly, onResult))
+        launch.set(Launch(options, checkOnly, onResult, onRanks))
         try {
             return block()
         } finally {

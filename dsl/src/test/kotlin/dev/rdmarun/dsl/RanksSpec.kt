@@ -13,6 +13,7 @@ import kotlin.time.Duration.Companion.seconds
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
 import kotlinx.coroutines.awaitAll
+import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
 
@@ -35,7 +36,7 @@ class RanksSpec : FunSpec({
     /** Every rank of [size] at once, each running [block]; what each returned or threw, by rank. */
     suspend fun run(size: Int, port: Int = freePort(), block: suspend RanksScope.() -> Unit): List<Result<List<ScenarioResult>>> =
         coroutineScope {
-            (0 until size).map { r -> async(Dispatchers.IO) { runCatching { RankRun(options(r, size, port), false, null).run(block) } } }.awaitAll()
+            (0 until size).map { r -> async(Dispatchers.IO) { runCatching { RankRun(options(r, size, port), false, null).run(block).pairs } } }.awaitAll()
         }
 
     /** One message each way with the pair's peer, checked: who sent it, to whom. */
@@ -65,6 +66,25 @@ class RanksSpec : FunSpec({
         }
     }
 
+    test("rank 0 gathers every rank's pair results, and its table sums them per rank and per pair") {
+        val port = freePort()
+        val outcomes = coroutineScope {
+            (0 until 3).map { r -> async(Dispatchers.IO) { RankRun(options(r, 3, port), false, null).run { allToAll(exchange) } } }.awaitAll()
+        }
+        val gathered = outcomes[0].gathered
+        gathered.map { it.pair!!.rank } shouldBe listOf(0, 0, 1, 1, 2, 2) // rank 0's own, then by rank
+        gathered.map { it.pair!!.rank to it.pair!!.peerRank } shouldContainExactlyInAnyOrder listOf(0 to 1, 0 to 2, 1 to 0, 1 to 2, 2 to 0, 2 to 1)
+        outcomes[1].gathered shouldBe emptyList()
+        val table = outcomes[0].table()
+        table shouldContain "ranks: 3, 6 pair results gathered on rank 0"
+        // 6 pairs, each one message of the exchange's text each way.
+        val bytes = gathered.sumOf { it.total.bytesSent }
+        bytes shouldBe gathered.sumOf { it.total.bytesReceived }
+        Regex("""(?m)^ +total +6 +$bytes +$bytes """).containsMatchIn(table) shouldBe true
+        table shouldContain "pair matrix"
+        outcomes[1].table() shouldBe ""
+    }
+
     test("incast: the senders each pair with rank 0 only; rank 0 receives what they sent") {
         val outcomes = run(4) {
             incast(to = 0) {
@@ -91,22 +111,45 @@ class RanksSpec : FunSpec({
         for (r in listOf(0, 1, 3)) outcomes[r].exceptionOrNull()!!.message!! shouldContain "rank 2"
     }
 
+    // Without the idle check rank 0 waits for ever: the case's own bound makes that a failure.
+    test("a rank that never reaches the barrier, alive in code of its own, ends every rank within the timeout, named").config(timeout = 60.seconds) {
+        val port = freePort()
+        val short = SettingsOverrides(device = "soft0", timeout = 3.seconds)
+        val outcomes = coroutineScope {
+            (0 until 3).map { r ->
+                async(Dispatchers.IO) {
+                    runCatching {
+                        RankRun(options(r, 3, port).copy(overrides = short), false, null).run {
+                            if (rank == 2) awaitCancellation() // alive (heartbeats go on) but never at the barrier
+                            barrier()
+                        }
+                    }
+                }
+            }.awaitAll()
+        }
+        outcomes.forEach { it.isFailure shouldBe true }
+        for (r in 0..1) outcomes[r].exceptionOrNull()!!.message!! shouldContain "rank 2 (host 127.0.0.1, pid "
+        outcomes[0].exceptionOrNull()!!.message!! shouldContain "did not reach barrier 1 within 3s: it runs code of its own"
+    }
+
     test("a stray at the rendezvous port is closed and counted; the run goes on") {
         val port = freePort()
         coroutineScope {
-            val zero = async(Dispatchers.IO) { runCatching { RankRun(options(0, 3, port), false, null).run { allToAll(exchange) } } }
+            val zero = async(Dispatchers.IO) { runCatching { RankRun(options(0, 3, port), false, null).run { allToAll(exchange) }.pairs } }
             // The stray connects first (retrying until rank 0 listens), and sends garbage.
-            val stray = Socket()
+            var stray: Socket
             while (true) {
+                stray = Socket() // a refused socket is closed: each attempt needs its own
                 try {
                     stray.connect(InetSocketAddress("127.0.0.1", port))
                     break
                 } catch (_: ConnectException) {
+                    stray.close()
                     delay(20)
                 }
             }
             stray.use { it.getOutputStream().write("GET / HTTP/1.0\r\n\r\n".toByteArray()) }
-            val others = (1..2).map { r -> async(Dispatchers.IO) { runCatching { RankRun(options(r, 3, port), false, null).run { allToAll(exchange) } } } }
+            val others = (1..2).map { r -> async(Dispatchers.IO) { runCatching { RankRun(options(r, 3, port), false, null).run { allToAll(exchange) }.pairs } } }
             zero.await().getOrThrow().size shouldBe 2
             others.awaitAll().forEach { it.getOrThrow().size shouldBe 2 }
         }
@@ -124,6 +167,18 @@ class RanksSpec : FunSpec({
         }
         outcomes.second.exceptionOrNull()!!.message!! shouldContain "refused the connection: the tokens differ"
         outcomes.first.exceptionOrNull()!!.message!! shouldContain "no client completed the hello"
+    }
+
+    test("--check plans the first pair, up to its connect, and stops the run there: nobody is met") {
+        var after = false
+        val plans = mutableListOf<ScenarioPlan>()
+        val result = RankRun(options(1, 4, 1).copy(onPlan = { plans += it }), true, null).run {
+            allToAll { qps(2); connect(peer) }
+            after = true
+        }
+        plans.map { it.settings.qps } shouldBe listOf(2)
+        after shouldBe false
+        result.pairs shouldBe emptyList()
     }
 
     test("bad calls get one sentence: a rank outside the run, a two-peer scenario in a run of 4, no rank at all") {

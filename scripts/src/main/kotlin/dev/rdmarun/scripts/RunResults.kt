@@ -2,6 +2,7 @@ package dev.rdmarun.scripts
 
 import com.github.ajalt.clikt.core.ProgramResult
 import dev.rdmarun.dsl.LatencySummary
+import dev.rdmarun.dsl.RanksResult
 import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.runtime.VerbsException
 import java.io.File
@@ -58,6 +59,18 @@ internal class RunResults(
         val run = ResultsRun(result.role.label, runLabel, intervals, peak, result)
         synchronized(runs) { runs += run }
         return run
+    }
+
+    /**
+     * Rank 0 of a run of ranks: the other ranks' pair results join the document (this rank's own
+     * came through [ended]), and the summary of every pair follows this rank's tables.
+     */
+    fun gathered(ranks: RanksResult) {
+        if (ranks.gathered.isEmpty()) return
+        synchronized(runs) {
+            ranks.gathered.filter { it.pair?.rank != ranks.rank }.forEach { runs += ResultsRun(it.role.label, runLabel, end = it) }
+        }
+        if (sweep == null) say(ranks.table(gbits))
     }
 
     /** Prints a side's results: its table, or under -a its row of the sweep's table ([deferServer]: --loopback's server line waits for the table). */

@@ -27,6 +27,7 @@ import dev.rdmarun.dsl.RdmaDefaults
 import dev.rdmarun.dsl.RdmaOptions
 import dev.rdmarun.dsl.Role
 import dev.rdmarun.dsl.ScenarioMonitor
+import dev.rdmarun.dsl.RanksResult
 import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.dsl.ScriptSource
 import dev.rdmarun.dsl.SettingsOverrides
@@ -322,9 +323,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
 
     /** Evaluates the script once with these defaults on the calling thread; returns what it threw, if anything. */
     private fun evaluate(host: ScenarioScriptHost, compiled: CompiledScript, options: RdmaOptions, checkOnly: Boolean = false,
-                         onResult: ((ScenarioResult) -> Unit)? = null): Throwable? =
+                         onRanks: ((RanksResult) -> Unit)? = null, onResult: ((ScenarioResult) -> Unit)? = null): Throwable? =
         try {
-            RdmaDefaults.forThisThread(options, checkOnly, onResult) { host.run(compiled) }
+            RdmaDefaults.forThisThread(options, checkOnly, onResult, onRanks) { host.run(compiled) }
             null
         } catch (e: ScriptFailedException) {
             e.cause ?: e
@@ -363,7 +364,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val failure = sampler(label ?: "run", monitor).use { sampler ->
             withProgress(listOf((label ?: "run") to monitor), options.parameters) {
                 interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
-                    evaluate(host, compiled, options.copy(monitor = monitor)) { result ->
+                    // Rank 0 of a run of ranks: the other ranks' pairs join its own in the JSON, and its summary follows them.
+                    evaluate(host, compiled, options.copy(monitor = monitor), onRanks = { ranks -> ran++; results.gathered(ranks) }) { result ->
                         ran++
                         results.show(results.ended(result, sampler), deferServer = false)
                     }
@@ -406,6 +408,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val options = if (System.getProperty(SoftTransport.PROPERTY) == null) given.withSoftTransport(SoftTransport.MEMORY) else given
         val port = tcpPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         val ranks = rankOptions.loopbackRanks // --loopback --ranks N: N ranks of a run, each on a thread of this JVM
+        var summary: String? = null // rank 0's table of every pair
+        var ranRanks = false // an rdmaRanks ended (a rank may have had no pair); read after the joins
         val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
             .map { peer -> LoopbackSide(peer.role.label, { it.copy(peer = peer) }, runningNote(peer.role.label)) }
             .takeIf { ranks == null }
@@ -421,7 +425,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 side.thread = Thread.ofPlatform().name("rdma-run-${side.label}-script").start {
                     side.failure = sampler(side.label, side.monitor).use { sampler ->
                         try {
-                            evaluate(host, compiled, side.options(options).copy(monitor = side.monitor)) { result ->
+                            // Every rank's pairs are this JVM's already: rank 0's summary only.
+                            evaluate(host, compiled, side.options(options).copy(monitor = side.monitor),
+                                onRanks = { if (it.gathered.isNotEmpty()) summary = it.table(perftest.reportGbits); ranRanks = true }) { result ->
                                 val run = results.ended(result, sampler)
                                 synchronized(side.results) { side.results += run }
                             }
@@ -438,6 +444,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         interruption().check()
         results.sweep?.lastLine = null
         sides.forEach { side -> side.results.forEach { results.show(it, deferServer = true) } }
+        summary?.let { say(it) }
         val failed = sides.filter { it.failure != null }
         if (failed.isNotEmpty()) {
             for (side in failed) {
@@ -449,7 +456,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             }
             throw ProgramResult(ExitStatus.FAILURE.code)
         }
-        if (sides.all { it.results.isEmpty() }) throw nothingToRun()
+        if (!ranRanks && sides.all { it.results.isEmpty() }) throw nothingToRun()
         val devices = sides.flatMap { s -> s.results.map { it.end.device } }.distinct()
         if (devices.isNotEmpty()) {
             val verdict = "loopback on ${devices.joinToString()}: ${ranks?.let { "all $it ranks" } ?: "server and client"} succeeded"

@@ -76,6 +76,8 @@ class RankOptionsSpec : FunSpec({
             result.statusCode shouldBe 0
             result.stderr shouldContain "loopback: 3 ranks in this JVM"
             result.stdout shouldContain "loopback on soft0: all 3 ranks succeeded"
+            result.stdout shouldContain "ranks: 3, 6 pair results gathered on rank 0"
+            result.stdout shouldContain "pair matrix"
             for ((r, p) in listOf(0 to 1, 0 to 2, 1 to 0, 1 to 2, 2 to 0, 2 to 1)) result.stdout shouldContain "rank $r with rank $p on soft0"
         }
         val one = rdmaRun(cache).test(withImplicitRun(arrayOf(sample, "--loopback", "--ranks", "1")).toList())
