@@ -168,7 +168,7 @@ internal class ControlConnection private constructor(
         val frame = readFrame(waitingFor)
         if (frame is Failure) {
             peerFailed = true
-            throw PeerException("$peerLabel failed: ${printable(frame.message)}")
+            throw PeerException("$peerLabel failed: ${printable(frame.message)}").also { it.peerSaid = printable(frame.message) }
         }
         return frame
     }
@@ -200,7 +200,7 @@ internal class ControlConnection private constructor(
                         }
                         is Failure -> {
                             peerFailed = true
-                            throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}")
+                            throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}").also { it.peerSaid = printable(frame.message) }
                         }
                         else -> {
                             onFrame(frame)

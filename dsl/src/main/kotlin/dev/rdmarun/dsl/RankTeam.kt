@@ -5,6 +5,8 @@ import java.net.InetAddress
 import java.net.ServerSocket
 import java.util.concurrent.atomic.AtomicReference
 import kotlin.time.Duration
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.withContext
 
 /**
  * The ranks of a run once they met at the rendezvous ([meet]): every rank's host and pid, the
@@ -75,7 +77,7 @@ internal class RankTeam private constructor(
         this.onFailure = onFailure
         for ((r, c) in hub) {
             c.startWatching(
-                onLost = { e -> if (!ended) fail(PeerException(lost(r, e.message.orEmpty()), e), told = r) },
+                onLost = { e -> if (!ended) fail(PeerException(lost(r, e), e), told = r) },
                 onHeartbeat = { hb -> if (hb.waiting == null) idleSince.putIfAbsent(r, System.nanoTime()) else idleSince.remove(r) },
                 // In order with the connection's end: the last barrier's release comes before rank 0 closes.
                 onFrame = { if (it is RankBarrier && it.seq == lastSeq) ended = true },
@@ -85,13 +87,10 @@ internal class RankTeam private constructor(
     }
 
     /**
-     * What this rank says when rank [r]'s connection ends with [message]: the sentence of a rank
-     * that reported its failure (it names itself), else that [r] is lost.
+     * What this rank says when rank [r]'s connection ends with [e]: the sentence of a rank that
+     * reported its failure (it names itself), else that [r] is lost.
      */
-    private fun lost(r: Int, message: String): String {
-        val told = message.removePrefix("the ${if (rank == 0) Role.CLIENT.label else Role.SERVER.label} failed: ")
-        return if (told != message) told else "${describe(r)} is lost: $message"
-    }
+    private fun lost(r: Int, e: Exception): String = (e as? PeerException)?.peerSaid ?: "${describe(r)} is lost: ${e.message}"
 
     /**
      * Records the first failure and tells the others: rank 0 every other rank (but [told], which
@@ -116,10 +115,10 @@ internal class RankTeam private constructor(
             if (rank == 0) {
                 for ((r, c) in hub) c.await(RankBarrier(seq), "${describe(r)} to reach $what", idleCheck(r, what))
                 if (last) ended = true
-                kotlinx.coroutines.withContext(kotlinx.coroutines.Dispatchers.IO) { hub.values.forEach { it.send(RankBarrier(seq)) } }
+                withContext(Dispatchers.IO) { hub.values.forEach { it.send(RankBarrier(seq)) } }
             } else {
                 val c = hub.getValue(0)
-                kotlinx.coroutines.withContext(kotlinx.coroutines.Dispatchers.IO) { c.send(RankBarrier(seq)) }
+                withContext(Dispatchers.IO) { c.send(RankBarrier(seq)) }
                 c.await(RankBarrier(seq), "every rank to reach $what (rank 0 says when)", idleCheck(0, what))
             }
         } finally {
@@ -135,7 +134,7 @@ internal class RankTeam private constructor(
         doing = "gathering the results on rank 0"
         try {
             if (rank != 0) {
-                kotlinx.coroutines.withContext(kotlinx.coroutines.Dispatchers.IO) { hub.getValue(0).send(RankResults(own)) }
+                withContext(Dispatchers.IO) { hub.getValue(0).send(RankResults(own)) }
                 return emptyList()
             }
             val all = ArrayList(own)
@@ -186,13 +185,12 @@ internal class RankTeam private constructor(
         /**
          * The rendezvous (see [rdmaRanks]), blocking, under one deadline, the [timeout]: binds this
          * rank's listeners, meets rank 0 (rank 0: every other rank) and returns the team. Every
-         * socket it opened is registered with [sockets] as soon as it exists, so that closing them
-         * (a cancellation) ends the wait; on failure all are closed.
+         * socket it opens is added to [sockets] (empty at the call) as soon as it exists, so that
+         * closing them (a cancellation) ends the wait; on failure all are closed.
          */
         fun meet(ranks: Ranks, timeout: Duration, credentials: Handshake.Credentials, sockets: MutableList<Closeable>,
                  note: (String) -> Unit, keepWaiting: () -> Boolean): RankTeam {
-            val opened = ArrayList<Closeable>()
-            fun <T : Closeable> opened(c: T): T = c.also { synchronized(sockets) { sockets.add(it); opened.add(it) } }
+            fun <T : Closeable> opened(c: T): T = c.also { synchronized(sockets) { sockets.add(it) } }
             try {
                 val listeners = (ranks.rank + 1 until ranks.size).associateWith { opened(ServerSocket(0)) }
                 val pid = ProcessHandle.current().pid()
@@ -250,7 +248,7 @@ internal class RankTeam private constructor(
                     }
                 }
             } catch (e: Throwable) {
-                opened.forEach { runCatching { it.close() } }
+                synchronized(sockets) { sockets.toList() }.forEach { runCatching { it.close() } }
                 throw e
             }
         }

@@ -24,6 +24,9 @@ public class PeerException(message: String, cause: Throwable? = null) : Scenario
 
     /** A server says at once that it refused this connection (a peer that proved the wrong secret or plan), not only at the end. */
     internal var worthNoting = false
+
+    /** The peer's own failure report (escaped), when this exception is the peer saying it failed; null otherwise. */
+    internal var peerSaid: String? = null
 }
 
 /** What a launcher prints for a failed run: the sentence, and the hint on a second line when there is one. */

@@ -410,14 +410,16 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val ranks = rankOptions.loopbackRanks // --loopback --ranks N: N ranks of a run, each on a thread of this JVM
         var summary: String? = null // rank 0's table of every pair
         var ranRanks = false // an rdmaRanks ended (a rank may have had no pair); read after the joins
-        val sides = listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
-            .map { peer -> LoopbackSide(peer.role.label, { it.copy(peer = peer) }, runningNote(peer.role.label)) }
-            .takeIf { ranks == null }
-            ?: (0 until ranks!!).map { k ->
+        val sides = if (ranks == null) {
+            listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
+                .map { peer -> LoopbackSide(peer.role.label, { it.copy(peer = peer) }, runningNote(peer.role.label)) }
+        } else {
+            (0 until ranks).map { k ->
                 // Rank 0 listens at the rendezvous; with 2 ranks, a two-peer rdma { } reads the peer too.
                 val peer = if (k == 0) Peer.listen(port, "127.0.0.1") else Peer.connect("127.0.0.1", port)
                 LoopbackSide("rank $k", { it.copy(peer = peer.takeIf { ranks == 2 }, ranks = Ranks(k, ranks, peer)) }, runningNote("rank $k"))
             }
+        }
         say("rdma-run ${script.name}: loopback: ${ranks?.let { "$it ranks" } ?: "server and client"} in this JVM on ${device ?: defaultDevice()}, " +
             "${if (ranks == null) "control connection" else "rendezvous"} over 127.0.0.1:$port", err = true)
         withProgress(sides.map { it.label to it.monitor }, options.parameters) {
