@@ -352,8 +352,8 @@ final class Requester {
                 send = true;
             }
             if (ackDeadline != 0 && now - ackDeadline >= 0) {
-                if (qp.waitsForConnection(now)) {
-                    // Its requests are still queued on the connection: nothing was lost, nothing to resend.
+                if (qp.waitsForConnection(now) || qp.peerStalled(now, ackDeadline - ackTimeoutNanos)) {
+                    // Queued on the connection, or with a stalled peer: nothing was lost, nothing to resend.
                     ackDeadline = now + ackTimeoutNanos;
                 } else if (retriesLeft-- > 0) {
                     rewind();

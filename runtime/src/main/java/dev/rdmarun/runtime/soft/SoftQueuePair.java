@@ -296,6 +296,21 @@ final class SoftQueuePair extends QueuePair {
         return now - connectDeadline < 0;
     }
 
+    /**
+     * Whether an ACK timeout is no retry because the peer's soft0 is stalled, not losing packets:
+     * over TCP nothing is lost while the connection lives, and the responder is the peer's
+     * process, which a loaded host, a collection or the JIT can hold for longer than an ACK
+     * timeout (eight JVMs on two cores at start, say) where a NIC would have answered. So while
+     * the peer has sent nothing at all on this QP's connection since {@code since}, and for less
+     * than the connect timeout, the QP waits instead (lock held). A peer that answers others
+     * but not this QP (its QP is gone) still runs out of retries at the ACK timeout's pace.
+     */
+    boolean peerStalled(long now, long since) {
+        if (!(link instanceof TcpConnection c) || !c.carrying()) return false;
+        long heard = c.lastRead();
+        return (heard - since < 0 || heard == c.authenticatedAt()) && now - heard < connectTimeoutNanos;
+    }
+
     @Override
     public String connectionTrouble() {
         Link l;

@@ -44,7 +44,10 @@ final class TcpConnection implements Link {
     /** The key this connection proved; null until it did. */
     private volatile FabricKey key;
     volatile long openedAt = System.nanoTime();
-    private volatile long lastActivity = System.nanoTime();
+    /** When it authenticated, and when a frame was last written and last read (authentication counts as both). */
+    private volatile long authenticatedAt;
+    private volatile long lastWritten = System.nanoTime();
+    private volatile long lastRead = lastWritten;
     /** Accepted: the address it came from, and whether it has sent anything yet (an idle one is evicted first). */
     final InetAddress source;
     volatile boolean heard;
@@ -103,7 +106,7 @@ final class TcpConnection implements Link {
             return;
         }
         // Idle: nothing carried since the deadline (a connection not yet used counts from its creation).
-        if (now - lastActivity <= transport.idleDeadlineNanos) return;
+        if (now - lastWritten <= transport.idleDeadlineNanos || now - lastRead <= transport.idleDeadlineNanos) return;
         if (route == null) {
             if (k == null || !context.keyInUse(k)) close();
             return;
@@ -123,6 +126,21 @@ final class TcpConnection implements Link {
      */
     boolean connecting() {
         return route != null && !authenticated && !refused && !dead && !transport.closed;
+    }
+
+    /** Whether it is open and authenticated: what it carried may still be on its way. */
+    boolean carrying() {
+        return socket != null && key != null && !dead;
+    }
+
+    /** When the peer last sent a frame on it (or it authenticated). */
+    long lastRead() {
+        return lastRead;
+    }
+
+    /** When it authenticated: the handshake's answer is no answer to a request. */
+    long authenticatedAt() {
+        return authenticatedAt;
     }
 
     /**
@@ -158,7 +176,7 @@ final class TcpConnection implements Link {
             counted = false;
             if (!transport.listeners.leaveSlot(this)) return; // evicted in the meantime: its socket is closed
             key = k;
-            lastActivity = System.nanoTime();
+            lastWritten = lastRead = authenticatedAt = System.nanoTime();
             writer.start();
             TcpTransport.io().name(context.deviceName() + "-tcp-reader").start(() -> {
                 try {
@@ -199,7 +217,7 @@ final class TcpConnection implements Link {
         TcpHandshake.connect(this, route.key(), in, o);
         key = route.key();
         authenticated = true;
-        lastActivity = System.nanoTime();
+        lastWritten = lastRead = authenticatedAt = System.nanoTime();
         TcpTransport.io().name(context.deviceName() + "-tcp-reader").start(() -> {
             try {
                 readLoop(s);
@@ -245,7 +263,7 @@ final class TcpConnection implements Link {
                 }
                 if (socket == null) throw new IOException("connection lost");
                 // Only what was written is activity: a writer that wakes to an empty queue is not.
-                if (writeBatch(output)) lastActivity = System.nanoTime();
+                if (writeBatch(output)) lastWritten = System.nanoTime();
                 else sleep();
             } catch (IOException | RuntimeException | Error e) {
                 // The connection failed: what is queued is lost (requesters retry and time out),
@@ -332,7 +350,7 @@ final class TcpConnection implements Link {
         // The loop stays thin: the JIT compiles a method after some hundred calls, but the body
         // of a loop that never returns only after tens of thousands of iterations (interpreted until then).
         while (!transport.closed && socket == s && readFrame(s, in, scatter, k)) {
-            lastActivity = System.nanoTime();
+            lastRead = System.nanoTime();
         }
     }
 
