@@ -67,7 +67,9 @@ public record RtrAttributes(
      * soft0: how long the QP keeps trying to make its first TCP connection to the peer's soft0
      * port (a listener busy with a flood of unauthenticated connections, or slow to answer) before
      * its ACK timeouts count against the retry count; the scenario's timeout, for rdma-run. Its
-     * requests wait on the connection meanwhile. Hardware ignores it.
+     * requests wait on the connection meanwhile. It is also how long a connected peer may say
+     * nothing at all (a stalled process, which TCP does not lose packets to) before the ACK
+     * timeouts count. Hardware ignores it.
      */
     public RtrAttributes withConnectTimeout(Duration timeout) {
         return new RtrAttributes(remote, port, sgidIndex, pathMtu, maxDestRdAtomic, minRnrTimer, hopLimit, trafficClass,
