@@ -22,7 +22,7 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
 CASES=(devices pingpong multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
-       script_figures ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra)
+       script_figures ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra alltoall_srun)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -218,8 +218,8 @@ case_ranks_hydra() {
 # others came through the rendezvous.
 samples_by() {
   local sample=$1 n=$2 line=$3 port=$4 ok=0; shift 4
-  run ranks "$@" "$RDMA_RUN" "$root/samples/$sample.main.kts" -d "$DEV" --timeout 60s -p "$port" \
-    --set warmup=0 --set preflight=0 --set iterations=200
+  run ranks "$@" "$RDMA_RUN" "$root/samples/$sample.main.kts" -d "$DEV" --timeout 120s -p "$port" \
+    --set warmup=0 --set preflight=0 --set iterations=200 --json "$case_dir/ranks.json"
   expect_rc ranks 0 || ok=1
   expect_log ranks "rank 0 of $n " || ok=1
   if [ "$(grep -cF "$line" "$case_dir/ranks.log")" != "$n" ]; then
@@ -229,14 +229,25 @@ samples_by() {
   return $ok
 }
 
-# Four ranks of the all-to-all sample under mpirun: every rank writes to the three others at once
-# and checks every byte each of them wrote (12 pairs' payloads); rank 0 sums up all 12 pairs.
+# Eight ranks of the all-to-all sample under mpirun (8 JVMs on this host's cores: soft0 waits for a
+# peer its host holds back rather than counting retries): every rank writes to the seven others at
+# once and checks every byte each of them wrote (56 pairs' payloads); rank 0 sums up all 56 pairs.
+# (Four ranks run under srun below, and in the VM.)
 case_alltoall_mpirun() {
   launcher_present mpirun openmpi-bin || return $(($? == 2 ? 0 : 1))
-  samples_by alltoall 4 "wrote to 3 ranks and checked what each wrote" 18754 \
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false mpirun --oversubscribe -np 4 || return 1
-  # Rank 0 gathered the 12 pairs' results: its summary and its JSON hold them all.
-  expect_log ranks "ranks: 4, 12 pair results gathered on rank 0"
+  samples_by alltoall 8 "wrote to 7 ranks and checked what each wrote" 18754 \
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false mpirun --oversubscribe -np 8 || return 1
+  # Rank 0 gathered the 56 pairs' results: its summary and its JSON hold them all; rank K's own
+  # JSON (ranks.rankK.json, not rank 0's file) its 7 pairs.
+  expect_log ranks "ranks: 8, 56 pair results gathered on rank 0" || return 1
+  python3 - "$case_dir" <<'PY' || { why="the ranks' JSON documents do not hold their pairs (see ranks.log)"; return 1; }
+import json, sys
+d = sys.argv[1]
+pairs = lambda f: sorted((r["end"]["pair"]["rank"], r["end"]["pair"]["peerRank"]) for r in json.load(open(f"{d}/{f}"))["runs"])
+assert pairs("ranks.json") == sorted((r, p) for r in range(8) for p in range(8) if r != p), pairs("ranks.json")
+for k in range(1, 8):
+    assert pairs(f"ranks.rank{k}.json") == [(k, p) for p in range(8) if p != k], k
+PY
 }
 
 # Four ranks of the incast sample under MPICH: three senders to rank 0, which checks who sent each
@@ -245,6 +256,113 @@ case_incast_hydra() {
   launcher_present mpiexec.hydra mpich || return $(($? == 2 ? 0 : 1))
   samples_by incast 4 "incast: rank" 18755 mpiexec.hydra -n 4 || return 1
   expect_log ranks "incast: rank 0 received 2457600 bytes from 3 senders, every message checked"
+}
+
+# slurm_up DIR NODE: a one-node Slurm cluster of this host, named NODE, for one case: its own
+# munged, slurmctld and slurmd (as root, no cgroups, ports 18757-18758, every file under DIR, the
+# config at $SLURM_CONF), up once the node is idle. slurm_down stops whatever slurm_up started.
+slurm_up() {
+  local dir=$1 node=$2 t0=$SECONDS
+  unset pid_munged pid_slurmctld pid_slurmd
+  # munged wants a socket directory everyone may enter; --force: a group-writable checkout only warns.
+  if ! { mkdir -p "$dir/state" "$dir/spool" && chmod 755 "$dir" && mungekey -c -k "$dir/munge.key"; }; then
+    why="cannot prepare $dir for Slurm"
+    return 1
+  fi
+  start munged munged -F --force --socket="$dir/munge.sock" --key-file="$dir/munge.key" \
+    --pid-file="$dir/munged.pid" --seed-file="$dir/munged.seed" --log-file=/dev/null
+  # The node's CPUs, sockets, cores and threads as slurmd finds them here (not its memory, which
+  # would drain the node if it ever read less).
+  cat >"$SLURM_CONF" <<EOF || return 1
+ClusterName=e2e
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=18757
+SlurmdPort=18758
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge.sock
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+KillWait=5
+MailProg=/bin/true
+NodeName=$node NodeAddr=127.0.0.1 $(slurmd -C | sed -n '1{s/^NodeName=[^ ]* //;s/ RealMemory=.*//;p}') State=UNKNOWN
+PartitionName=e2e Nodes=$node Default=YES MaxTime=INFINITE State=UP
+EOF
+  until munge -n -S "$dir/munge.sock" >/dev/null 2>&1; do
+    running munged || return 1
+    [ $((SECONDS - t0)) -lt 30 ] || { why="munged did not answer within 30 s"; return 1; }
+    sleep 0.2
+  done
+  start slurmctld slurmctld -D
+  start slurmd slurmd -D -N "$node"
+  until [ "$(sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ]; do
+    running munged slurmctld slurmd || return 1
+    [ $((SECONDS - t0)) -lt 30 ] || { why="Slurm's node $node was not idle within 30 s"; return 1; }
+    sleep 0.2
+  done
+}
+
+# running NAME...: each process NAME (from start) still runs; else why says which exited.
+running() {
+  local name pidvar
+  for name in "$@"; do
+    pidvar="pid_$name"
+    kill -0 "${!pidvar}" 2>/dev/null || { why="$name exited as it started"; return 1; }
+  done
+}
+
+slurm_down() {
+  local name pidvar t0=$SECONDS
+  # A job left by a failed run would keep its ranks (under slurmstepd) past slurmd: cancel it first.
+  if kill -0 "${pid_slurmctld-}" 2>/dev/null && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
+    scancel --full --partition=e2e 2>/dev/null
+    while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $((SECONDS - t0)) -lt 20 ]; do sleep 0.2; done
+  fi
+  for name in slurmd slurmctld munged; do
+    pidvar="pid_$name"
+    [ -n "${!pidvar-}" ] || continue
+    kill "${!pidvar}" 2>/dev/null
+    finish "$name"
+  done
+}
+
+# Four ranks of the all-to-all sample under Slurm's srun, in a cluster of this host that the case
+# starts and stops: each rank takes its place from srun's step (SLURM_PROCID, SLURM_NTASKS) and
+# meets rank 0 on the step's first node, this host by its name.
+case_alltoall_srun() {
+  local c node ok=0
+  for c in srun:slurm-client slurmctld:slurmctld slurmd:slurmd munged:munge; do
+    launcher_present "${c%%:*}" "${c#*:}" || return $(($? == 2 ? 0 : 1))
+  done
+  if [ "$(id -u)" != 0 ]; then
+    [ -z "${CI-}" ] || { why="slurmd needs root"; return 1; }
+    case_note="skipped: slurmd needs root"
+    return 0
+  fi
+  node=$(hostname -s)
+  getent hosts "$node" >/dev/null || { why="this host's name $node does not resolve (rank 0's address under Slurm)"; return 1; }
+  local -x SLURM_CONF="$case_dir/slurm/slurm.conf"
+  if slurm_up "$case_dir/slurm" "$node"; then
+    # -O: 4 tasks on fewer CPUs; -t: Slurm's own limit, PROC_TIMEOUT in whole minutes.
+    samples_by alltoall 4 "wrote to 3 ranks and checked what each wrote" 18756 \
+      srun -n 4 -N 1 -O --kill-on-bad-exit=1 -t $(((PROC_TIMEOUT + 59) / 60)) \
+      && expect_log ranks "ranks: 4, 12 pair results gathered on rank 0" || ok=1
+  else
+    ok=1
+  fi
+  slurm_down
+  return $ok
 }
 
 run_cases "$@"
