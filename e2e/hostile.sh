@@ -27,7 +27,8 @@ CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_
        control_token peer_text_escaped soft0_message_too_long bad_gid_before_client
        script_empty script_no_rdma script_binary script_not_utf8 script_many_errors script_exception script_system_exit
        script_busy_interrupted cache_planted_jar cache_open_folder cache_scripts_link
-       control_echo_intro control_replay soft0_observer soft0_flood_first launcher_disagree rank_killed)
+       control_echo_intro control_replay soft0_observer soft0_flood_first launcher_disagree rank_killed
+       rendezvous_strays)
 
 # For the attacks on a waiting server: its listener exists before connect's pre-flight (up to 10 s),
 # and a connection made meanwhile waits in its backlog for the server's first bytes, longer than an
@@ -658,6 +659,32 @@ case_rank_killed() {
     expect_log "rank$k" "rank 2 (" || ok=1
     expect_log "rank$k" "pid $victim" || ok=1
   done
+  return $ok
+}
+
+# The rendezvous is rank 0's control server: a stray (the magic and 8 bytes) and a rank with another
+# token are closed and counted there, the wrong rank fails with one sentence, and the three real
+# ranks complete their all-to-all.
+case_rendezvous_strays() {
+  local port=18791 ok=0 k
+  local args=("$root/samples/alltoall.main.kts" -d soft0 --timeout 60s --ranks 3 --rendezvous "127.0.0.1:$port"
+    "${NO_PREFLIGHT[@]}" --set iterations=100)
+  start rank0 "$RDMA_RUN" "${args[@]}" --rank 0
+  wait_listen "$port" rank0 || return 1
+  start stray "${ATTACKER[@]}" stray 127.0.0.1 "$port" 5244524e0000010000000000
+  run wrong "$RDMA_RUN" "${args[@]}" --rank 1 --token other-secret --timeout 8s
+  for k in 1 2; do start "rank$k" "$RDMA_RUN" "${args[@]}" --rank "$k"; done
+  for k in 0 1 2; do
+    finish "rank$k"
+    expect_rc "rank$k" 0 || ok=1
+  done
+  finish stray
+  expect_rc wrong 1 || ok=1
+  expect_log wrong "token" || ok=1
+  expect_no_secret wrong "other-secret" || ok=1
+  expect_log rank0 "ranks: 3, 6 pair results gathered on rank 0" || ok=1
+  expect_log rank0 "stray connection" || ok=1
+  note "rank 0: $(grep -m1 -o 'closed [0-9]* stray connections*' "$case_dir/rank0.log")"
   return $ok
 }
 
