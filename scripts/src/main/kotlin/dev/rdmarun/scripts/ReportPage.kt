@@ -1,5 +1,6 @@
 package dev.rdmarun.scripts
 
+import dev.rdmarun.scripts.ReportPairs.pairMatrices
 import java.util.Locale
 import kotlin.math.ceil
 import kotlin.math.floor
@@ -115,6 +116,8 @@ object ReportPage {
         plot("sweep-latency", sweepLatency.filter { keepNonZero(it, latOmitted) }, latOmitted, "message size [bytes]",
             "typical latency [µs] (each run's measured section)", Scale.LOG2_SIZE, Scale.LOG10)
 
+        pairMatrices(documents)
+
         append("<h2>Runs</h2>\n<table>\n<tr><th class=\"l\">run</th><th class=\"l\">measured</th><th>latency typical [µs]</th><th>p99 [µs]</th>")
         append("<th>BW average [MB/s]</th><th>BW peak [MB/s]</th><th>MsgRate [Mpps]</th><th class=\"l\">device</th><th class=\"l\">parameters</th>")
         append("<th>seconds</th><th>bytes out</th><th>bytes in</th></tr>\n")
@@ -186,7 +189,9 @@ object ReportPage {
         return end.total.latency?.let { Lead("bandwidth (latency: work requests)", it.p50Nanos / 1000.0, it.p99Nanos / 1000.0) }
     }
 
-    private fun runName(input: ReportInput, run: ResultsRun) = "${input.name} ${run.role}" + (run.label?.let { " $it" } ?: "")
+    /** A run's name in legends and the table; a pair of a run of ranks is named by its ranks, so that ranks overlay. */
+    private fun runName(input: ReportInput, run: ResultsRun) =
+        "${input.name} " + (run.end.pair?.let { "rank ${it.rank} with rank ${it.peerRank}" } ?: run.role) + (run.label?.let { " $it" } ?: "")
 
     private fun perftestName(p: PerftestInput) = "${p.name} ${p.test}"
 

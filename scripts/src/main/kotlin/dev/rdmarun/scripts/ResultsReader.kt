@@ -1,6 +1,8 @@
 package dev.rdmarun.scripts
 
 import dev.rdmarun.dsl.LatencySummary
+import dev.rdmarun.dsl.RankPair
+import dev.rdmarun.dsl.Ranks
 import dev.rdmarun.dsl.TrafficResult
 import dev.rdmarun.dsl.printable
 import java.io.File
@@ -299,6 +301,7 @@ object ResultsReader {
             run.bwPeakBytesPerSecond?.let { notNegative(at, "bwPeakBytesPerSecond" to it) }
             val end = at.child("end")
             notNegative(end, "durationNanos" to run.end.durationNanos)
+            run.end.pair?.let { checkPair(end.child("pair"), it) }
             run.end.qps.forEachIndexed { i, t -> checkTraffic(end.child("qps").element(i), t) }
             checkTraffic(end.child("total"), run.end.total)
             // What the page plots: the work requests' latency and each section's, sections in name order.
@@ -308,6 +311,14 @@ object ResultsReader {
                 checkLatency(a, l)
                 curve(a.child("histogram"), l)?.let { LatencyCurve(name, l.roundTrip, it) }
             }
+        }
+
+        /** A pair of a run of ranks: the page draws a row and a column per rank. */
+        fun checkPair(at: Field, p: RankPair) {
+            if (p.ranks !in 2..Ranks.MAX_RANKS) refuse(at.child("ranks"), "is ${p.ranks}; a run of ranks has 2 to ${Ranks.MAX_RANKS}")
+            if (p.rank !in 0 until p.ranks) refuse(at.child("rank"), "is ${p.rank}, not a rank of ${p.ranks} (0 to ${p.ranks - 1})")
+            if (p.peerRank !in 0 until p.ranks) refuse(at.child("peerRank"), "is ${p.peerRank}, not a rank of ${p.ranks} (0 to ${p.ranks - 1})")
+            if (p.peerRank == p.rank) refuse(at.child("peerRank"), "is the run's own rank (${p.rank}); a pair is two ranks")
         }
 
         fun checkTraffic(at: Field, t: TrafficResult) {

@@ -333,6 +333,51 @@ class ReportSpec : FunSpec({
         }
     }
 
+    // Rank 0's document of an all-to-all holds the 6 pairs: the matrix has each one's rate, computed here from the JSON.
+    test("a run of ranks: a pair matrix of what each rank sent to each other, with each rank's out and in; ranks overlay in the plots") {
+        val json = File(dir, "ranks.json")
+        val sample = File("../samples/alltoall.main.kts").path
+        run(sample, "--loopback", "--ranks", "3", "-d", "soft0", "--set", "warmup=0", "--set", "preflight=0", "--set", "iterations=20",
+            "--set", "size=4K", "--json", json.path).statusCode shouldBe 0
+        val page = File(dir, "ranks.html")
+        run("report", json.path, "-o", page.path).statusCode shouldBe 0
+        val runs = kotlinx.serialization.json.Json.parseToJsonElement(json.readText()).jsonObject.getValue("runs").jsonArray.map { it.jsonObject }
+        fun rate(end: JsonObject, field: String) = end.getValue("total").jsonObject.num(field) * 1e9 / end.num("durationNanos") / (1 shl 20)
+        fun num(x: Double) = String.format(Locale.ROOT, "%.2f", x)
+        val expected = runs.associate { r ->
+            val end = r.getValue("end").jsonObject
+            val pair = end.getValue("pair").jsonObject
+            (pair.num("rank").toInt() to pair.num("peerRank").toInt()) to end
+        }
+        expected.keys shouldBe setOf(0 to 1, 0 to 2, 1 to 0, 1 to 2, 2 to 0, 2 to 1)
+        val table = elements(page, "table").single { it.getAttribute("id") == "pairs-0-0" }
+        val cells = table.getElementsByTagNameNS("http://www.w3.org/1999/xhtml", "td").let { tds -> (0 until tds.length).map { tds.item(it) as Element } }
+        val drawn = cells.filter { it.hasAttribute("data-from") }.associate { (it.getAttribute("data-from").toInt() to it.getAttribute("data-to").toInt()) to it.textContent }
+        drawn shouldBe expected.mapValues { (_, end) -> num(rate(end, "bytesSent")) }
+        for (r in 0..2) {
+            val mine = expected.filterKeys { it.first == r }.values
+            val row = table.getElementsByTagNameNS("http://www.w3.org/1999/xhtml", "tr").let { trs -> (0 until trs.length).map { trs.item(it) as Element } }
+                .single { it.getAttribute("data-rank") == "$r" }
+            fun cell(cls: String) = row.getElementsByTagNameNS("http://www.w3.org/1999/xhtml", "td").let { tds ->
+                (0 until tds.length).map { tds.item(it) as Element }.single { it.getAttribute("class") == cls }.textContent
+            }
+            cell("out") shouldBe num(mine.sumOf { rate(it, "bytesSent") })
+            cell("in") shouldBe num(mine.sumOf { rate(it, "bytesReceived") })
+        }
+        plots(page).getValue("latency") shouldContainAll listOf("ranks.json rank 0 with rank 1 work requests", "ranks.json rank 2 with rank 1 work requests")
+        // A pair that is not one is refused before anything is drawn.
+        for ((bad, sentence) in listOf(
+            "\"rank\": 2, \"peerRank\": 0, \"ranks\": 3" to "\"rank\": 2, \"peerRank\": 0, \"ranks\": 100000",
+            "\"rank\": 2, \"peerRank\": 0, \"ranks\": 3" to "\"rank\": 2, \"peerRank\": 2, \"ranks\": 3",
+        ).zip(listOf("end.pair.ranks is 100000; a run of ranks has 2 to 4096", "end.pair.peerRank is the run's own rank (2); a pair is two ranks"))) {
+            val f = File(dir, "bad-pair.json").apply { writeText(json.readText().replace(Regex(bad.first.replace(" ", "\\s*")), bad.second)) }
+            run("report", f.path, "-o", File(dir, "bad-pair.html").path).let {
+                it.statusCode shouldBe 1
+                it.stderr shouldContain sentence
+            }
+        }
+    }
+
     test("text from a document is escaped") {
         val json = File(dir, "plain.json")
         run(pingpong.path, "--loopback", "-d", "soft0", "-n", "3", "--json", json.path).statusCode shouldBe 0
