@@ -27,6 +27,7 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
 
     override val rank: Int get() = place.rank
     override val ranks: Int get() = place.size
+    override val localRank: Int? get() = place.localRank
     override val peers: List<Int> = (0 until place.size).filter { it != place.rank }
     override fun param(name: String, default: String): String = options.parameters[name] ?: default
 

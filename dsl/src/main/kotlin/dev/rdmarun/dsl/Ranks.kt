@@ -8,14 +8,17 @@ import kotlinx.serialization.Serializable
  * where they meet (rank 0 listens there, [Peer.Listen]; every other rank connects to it,
  * [Peer.Connect]). A launcher makes one from `mpirun`'s, `mpiexec`'s or `srun`'s variables or
  * from `--rank K --ranks N --rendezvous HOST:PORT`; an application passes it as [RdmaOptions.ranks].
+ * [localRank] is the process's rank among the ranks on its host, where the launcher says it
+ * (`OMPI_COMM_WORLD_LOCAL_RANK`, `MPI_LOCALRANKID`, `SLURM_LOCALID`), else null.
  */
-public data class Ranks(val rank: Int, val size: Int, val rendezvous: Peer) {
+public data class Ranks(val rank: Int, val size: Int, val rendezvous: Peer, val localRank: Int? = null) {
     init {
         require(size in 2..MAX_RANKS) { "a run of ranks has 2..$MAX_RANKS ranks, not $size" }
         require(rank in 0 until size) { "rank $rank is not one of the $size ranks 0..${size - 1}" }
         require((rank == 0) == (rendezvous is Peer.Listen)) {
             "rank 0 listens at the rendezvous (Peer.Listen) and every other rank connects to it (Peer.Connect): rank $rank was given $rendezvous"
         }
+        require(localRank == null || localRank in 0 until size) { "local rank $localRank is not one of 0..${size - 1}" }
     }
 
     public companion object {
@@ -42,6 +45,14 @@ public interface RanksScope {
 
     /** How many ranks the run has. */
     public val ranks: Int
+
+    /**
+     * This process's rank among the ranks on its host, where the launcher says it
+     * (`OMPI_COMM_WORLD_LOCAL_RANK`, `MPI_LOCALRANKID`, `SLURM_LOCALID`; each rank of
+     * `--loopback --ranks N` is its own rank), else null (`--rank`). For what is chosen per
+     * process on a host: `device(devices[localRank % devices.size])`, a GID index, a CPU.
+     */
+    public val localRank: Int?
 
     /** Every other rank, in ascending order. */
     public val peers: List<Int>

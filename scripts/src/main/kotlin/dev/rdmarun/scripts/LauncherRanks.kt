@@ -3,9 +3,10 @@ package dev.rdmarun.scripts
 /**
  * This process's place in a run of several ranks: its [rank] of [ranks], as [launcher] numbers
  * them. [rendezvousHost] is where rank 0 runs when the launcher says so (Slurm's first node; the
- * loopback address when every rank is on this host), else null.
+ * loopback address when every rank is on this host), else null. [localRank]: its rank among the
+ * ranks on its host, where the launcher says it.
  */
-data class RankPlace(val rank: Int, val ranks: Int, val launcher: String, val rendezvousHost: String?) {
+data class RankPlace(val rank: Int, val ranks: Int, val launcher: String, val rendezvousHost: String?, val localRank: Int? = null) {
     init {
         require(ranks >= 1 && rank in 0 until ranks) { "rank $rank is not one of 0..${ranks - 1}" }
     }
@@ -24,19 +25,20 @@ object LauncherRanks {
     /** Ranks beyond this are a typo, not a run. */
     const val MAX_RANKS: Int = dev.rdmarun.dsl.Ranks.MAX_RANKS
 
-    /** One launcher's variables; [size], [localSize] and [nodes] are null where it has none. */
-    private class Launcher(val name: String, val rank: String, val size: String?, val localSize: String?, val nodes: String? = null, val needs: String? = null)
+    /** One launcher's variables; [size], [localSize], [localRank] and [nodes] are null where it has none. */
+    private class Launcher(val name: String, val rank: String, val size: String?, val localSize: String?, val localRank: String?,
+                           val nodes: String? = null, val needs: String? = null)
 
     private val LAUNCHERS = listOf(
-        Launcher("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-        Launcher("MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"),
-        Launcher("PMIx", "PMIX_RANK", null, null),
+        Launcher("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+        Launcher("MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "MPI_LOCALRANKID"),
+        Launcher("PMIx", "PMIX_RANK", null, null, null),
         // SLURM_PROCID is also set in a batch script, which is not a step of tasks: only srun's steps count.
-        Launcher("Slurm", "SLURM_PROCID", "SLURM_NTASKS", null, nodes = "SLURM_STEP_NODELIST", needs = "SLURM_STEP_ID"),
+        Launcher("Slurm", "SLURM_PROCID", "SLURM_NTASKS", null, "SLURM_LOCALID", nodes = "SLURM_STEP_NODELIST", needs = "SLURM_STEP_ID"),
     )
 
     /** What one launcher said. */
-    private class Said(val launcher: Launcher, val rank: Int, val size: Int?, val host: String?) {
+    private class Said(val launcher: Launcher, val rank: Int, val size: Int?, val host: String?, val localRank: Int?) {
         fun text(): String {
             val names = listOfNotNull(launcher.rank, launcher.size.takeIf { size != null }).joinToString(", ")
             return "${launcher.name} says rank $rank${if (size != null) " of $size" else ""} ($names)"
@@ -60,7 +62,7 @@ object LauncherRanks {
         val size = said.firstNotNullOfOrNull { it.size }
             ?: throw IllegalArgumentException("${first.launcher.rank} gives this process's rank but no variable gives the number of ranks: give --ranks N")
         require(first.rank < size) { "${first.text()}: a rank must be below the number of ranks, $size" }
-        return RankPlace(first.rank, size, first.launcher.name, said.firstNotNullOfOrNull { it.host })
+        return RankPlace(first.rank, size, first.launcher.name, said.firstNotNullOfOrNull { it.host }, said.firstNotNullOfOrNull { it.localRank })
     }
 
     private fun read(l: Launcher, env: (String) -> String?): Said? {
@@ -69,12 +71,13 @@ object LauncherRanks {
         val rank = number(l.rank, rankText, 0 until MAX_RANKS)
         val size = l.size?.let { v -> env(v)?.let { number(v, it, 1..MAX_RANKS) } }
         val local = l.localSize?.let { v -> env(v)?.let { number(v, it, 1..MAX_RANKS) } }
+        val localRank = l.localRank?.let { v -> env(v)?.let { number(v, it, 0 until (local ?: size ?: MAX_RANKS)) } }
         val host = when {
             l.nodes != null -> env(l.nodes)?.let { Hostlist.expand(it).first() }
             size != null && local == size -> "127.0.0.1" // every rank on this host
             else -> null
         }
-        return Said(l, rank, size, host)
+        return Said(l, rank, size, host, localRank)
     }
 
     private fun number(name: String, text: String, range: IntRange): Int =

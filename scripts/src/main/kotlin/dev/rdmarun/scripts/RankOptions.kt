@@ -44,14 +44,20 @@ class RankOptions : OptionGroup(
      */
     fun place(env: (String) -> String?): RankPlace? {
         val fromLauncher = try {
-            if (rank == null) LauncherRanks.fromEnvironment(env) else null
+            LauncherRanks.fromEnvironment(env)
         } catch (e: IllegalArgumentException) {
-            throw UsageError(e.message ?: "the launcher's variables cannot be read")
+            // --rank says where this process is: unreadable launcher variables are then not in the way.
+            if (rank == null) throw UsageError(e.message ?: "the launcher's variables cannot be read") else null
         }
         val place = when {
             rank != null -> {
                 val n = ranks ?: throw UsageError("--rank $rank needs --ranks N, the number of ranks")
                 if (rank!! >= n) throw UsageError("--rank $rank is not one of the $n ranks 0..${n - 1}")
+                // Every process of `mpirun -np 4 rdma-run ... --rank 0` would be rank 0: say so, never guess.
+                if (fromLauncher != null && fromLauncher.ranks > 1 && (fromLauncher.rank != rank || fromLauncher.ranks != n)) {
+                    throw UsageError("--rank $rank --ranks $n but ${fromLauncher.launcher} says this process is rank ${fromLauncher.rank} of " +
+                        "${fromLauncher.ranks}: under a launcher leave --rank and --ranks out")
+                }
                 RankPlace(rank!!, n, "--rank", null)
             }
             fromLauncher != null -> {

@@ -80,6 +80,16 @@ internal class RunResults(
         else say(run.end.table(gbits = gbits, peakBytesPerSecond = run.bwPeakBytesPerSecond, title = scriptName))
     }
 
+    companion object {
+        /**
+         * Where rank [rank] writes [file] (`--json`, `--histogram`): rank 0 (and a two-peer side) the
+         * file itself, rank K `NAME.rankK.EXT` beside it, so that the ranks a launcher starts with one
+         * command line on one host (or a shared folder) do not overwrite each other.
+         */
+        fun ofRank(file: File, rank: Int): File = if (rank == 0) file
+        else File(file.parentFile, file.nameWithoutExtension + ".rank$rank" + (if (file.extension.isEmpty()) "" else ".${file.extension}"))
+    }
+
     /** `--json` and `--histogram`, when the command ends (failed or not). */
     fun write(start: ResultsStart) {
         val runs = synchronized(runs) { runs.toList() }

@@ -182,8 +182,15 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val withPeer = options.copy(peer = side?.peer?.takeIf { side.ranks == null || side.ranks.size == 2 }, ranks = side?.ranks)
         val start = ResultsStart.of(if (chosen == Mode.Loopback) "loopback" else withPeer.peer?.role?.label ?: side?.ranks?.let { "rank" } ?: "none",
             script.path, source, given)
-        results = RunResults(script.name, perftest.reportGbits, json = json,
-            histogram = histogram, sweep = if (perftest.all && !check) SweepOutput(script.name, perftest.reportGbits) { say(it) } else null,
+        // Ranks under one launcher share the command line: each but rank 0 writes files of its own.
+        val rank = side?.ranks?.rank ?: 0
+        val jsonTarget = json?.let { t -> t.file?.let { JsonTarget(RunResults.ofRank(it, rank)) } ?: t }
+        val histogramFile = histogram?.let { RunResults.ofRank(it, rank) }
+        if (rank != 0 && !check) listOfNotNull(jsonTarget?.file?.let { "--json" to it }, histogramFile?.let { "--histogram" to it }).forEach { (o, f) ->
+            say("rdma-run ${script.name}: rank $rank writes $o to $f (rank 0's file holds every rank's pairs)", err = true)
+        }
+        results = RunResults(script.name, perftest.reportGbits, json = jsonTarget,
+            histogram = histogramFile, sweep = if (perftest.all && !check) SweepOutput(script.name, perftest.reportGbits) { say(it) } else null,
             say = { say(it) }, emit = { emit(it, err = false) })
         try {
             // -a: the script once per size, each a scenario of its own (connection and results).
@@ -246,7 +253,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val peer = rankOptions.peer(place, tcpPort)
         val what = if (place.ranks == 2) "the ${peer.role.label}, $peer" else if (peer is Peer.Listen) "the rendezvous, $peer" else "rendezvous: $peer"
         say("rdma-run ${script.name}: rank ${place.rank} of ${place.ranks} (${place.launcher}): $what", err = true)
-        return Mode.Side(peer, peer.toString(), namesPort = true, ranks = Ranks(place.rank, place.ranks, peer))
+        return Mode.Side(peer, peer.toString(), namesPort = true, ranks = Ranks(place.rank, place.ranks, peer, place.localRank))
     }
 
     /** `--token`, `--no-token`, or null for the per-user secret (the DSL's default). */
@@ -417,7 +424,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             (0 until ranks).map { k ->
                 // Rank 0 listens at the rendezvous; with 2 ranks, a two-peer rdma { } reads the peer too.
                 val peer = if (k == 0) Peer.listen(port, "127.0.0.1") else Peer.connect("127.0.0.1", port)
-                LoopbackSide("rank $k", { it.copy(peer = peer.takeIf { ranks == 2 }, ranks = Ranks(k, ranks, peer)) }, runningNote("rank $k"))
+                LoopbackSide("rank $k", { it.copy(peer = peer.takeIf { ranks == 2 }, ranks = Ranks(k, ranks, peer, localRank = k)) }, runningNote("rank $k"))
             }
         }
         say("rdma-run ${script.name}: loopback: ${ranks?.let { "$it ranks" } ?: "server and client"} in this JVM on ${device ?: defaultDevice()}, " +

@@ -25,6 +25,16 @@ class LauncherRanksSpec : FunSpec({
             RankPlace(2, 4, "Slurm", "node07")
     }
 
+    test("the local rank, where the launcher gives it, checked against the ranks on the host") {
+        place("OMPI_COMM_WORLD_RANK" to "3", "OMPI_COMM_WORLD_SIZE" to "4", "OMPI_COMM_WORLD_LOCAL_SIZE" to "2",
+            "OMPI_COMM_WORLD_LOCAL_RANK" to "1")!!.localRank shouldBe 1
+        place("PMI_RANK" to "1", "PMI_SIZE" to "2", "MPI_LOCALRANKID" to "1")!!.localRank shouldBe 1
+        place("SLURM_PROCID" to "2", "SLURM_NTASKS" to "4", "SLURM_STEP_ID" to "0", "SLURM_LOCALID" to "0")!!.localRank shouldBe 0
+        place("PMI_RANK" to "1", "PMI_SIZE" to "2")!!.localRank shouldBe null
+        refused("OMPI_COMM_WORLD_RANK" to "3", "OMPI_COMM_WORLD_SIZE" to "4", "OMPI_COMM_WORLD_LOCAL_SIZE" to "2",
+            "OMPI_COMM_WORLD_LOCAL_RANK" to "2") shouldBe "OMPI_COMM_WORLD_LOCAL_RANK is '2', not a whole number from 0 to 1"
+    }
+
     test("launchers that agree: the innermost names the place, another may add rank 0's host") {
         place("PMIX_RANK" to "1", "OMPI_COMM_WORLD_RANK" to "1", "OMPI_COMM_WORLD_SIZE" to "2") shouldBe RankPlace(1, 2, "Open MPI", null)
         place("PMIX_RANK" to "1", "SLURM_PROCID" to "1", "SLURM_NTASKS" to "2", "SLURM_STEP_ID" to "3", "SLURM_STEP_NODELIST" to "a,b") shouldBe

@@ -34,6 +34,8 @@ class RankOptionsSpec : FunSpec({
             Triple(none, listOf("--rank", "1", "--ranks", "2", "--rendezvous", "node7", "-p", "18601"), "the client, connect to node7:18601"),
             Triple(openMpiRank1, emptyList(), "rank 1 of 2 (Open MPI): the client, connect to 127.0.0.1:18515"),
             Triple(openMpiRank1, listOf("--ranks", "2", "-p", "18602"), "rank 1 of 2 (Open MPI): the client, connect to 127.0.0.1:18602"),
+            // --rank that agrees with the launcher: the rendezvous host is then --rendezvous's.
+            Triple(openMpiRank1, listOf("--rank", "1", "--ranks", "2", "--rendezvous", "h0"), "rank 1 of 2 (--rank): the client, connect to h0:18515"),
             Triple(mapOf("SLURM_PROCID" to "1", "SLURM_NTASKS" to "2", "SLURM_STEP_ID" to "0", "SLURM_STEP_NODELIST" to "n[03-04]"),
                 emptyList(), "rank 1 of 2 (Slurm): the client, connect to n03:18515"),
             Triple(mapOf("PMI_RANK" to "0", "PMI_SIZE" to "2"), emptyList(), "rank 0 of 2 (MPICH/Hydra): the server, listen on *:18515"),
@@ -50,14 +52,22 @@ class RankOptionsSpec : FunSpec({
 
     test("more than 2 ranks: rdmaRanks { } plans its first pair, and a two-peer rdma { } is told to use it") {
         val ranks = File(dir, "ranks.main.kts").apply {
-            writeText("@file:DependsOn(\"dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT\")\n\nimport dev.rdmarun.dsl.*\n\nrdmaRanks { allToAll { qps(3); connect(peer); send() } }\n")
+            writeText("@file:DependsOn(\"dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT\")\n\nimport dev.rdmarun.dsl.*\n\nrdmaRanks { java.io.File(param(\"out\", \"\")).writeText(\"local rank \$localRank\"); allToAll { qps(3); connect(peer); send() } }\n")
         }
-        val planned = rdmaRun(cache).test(withImplicitRun(arrayOf(ranks.path, "--check", "--rank", "3", "--ranks", "4", "--rendezvous", "h")).toList())
+        // The script writes its local rank to the file `out` (its println is not the command's output here).
+        val out = File(dir, "local-rank.txt")
+        val planned = rdmaRun(cache).test(withImplicitRun(arrayOf(ranks.path, "--check", "--rank", "3", "--ranks", "4", "--rendezvous", "h",
+            "--set", "out=$out")).toList())
         withClue(planned.output) {
             planned.statusCode shouldBe 0
             planned.stderr shouldContain "rank 3 of 4 (--rank): rendezvous: connect to h:18515"
             planned.stdout shouldContain "QPs: 3 RC"
+            out.readText() shouldBe "local rank null"
         }
+        // The launcher's local rank reaches the script.
+        val launched = rdmaRun(cache).test(withImplicitRun(arrayOf(ranks.path, "--check", "--rendezvous", "h", "--set", "out=$out")).toList(), envvars = mapOf(
+            "OMPI_COMM_WORLD_RANK" to "3", "OMPI_COMM_WORLD_SIZE" to "4", "OMPI_COMM_WORLD_LOCAL_SIZE" to "2", "OMPI_COMM_WORLD_LOCAL_RANK" to "1"))
+        withClue(launched.output) { out.readText() shouldBe "local rank 1" }
         val twoPeer = run(none, "--rank", "0", "--ranks", "4")
         withClue(twoPeer.output) {
             twoPeer.statusCode shouldBe 1
@@ -104,6 +114,8 @@ class RankOptionsSpec : FunSpec({
             none to listOf("--rank", "1", "--ranks", "2", "--rendezvous", "h:1", "-p", "2") to
                 "--rendezvous h:1 and -p/--port 2 give different TCP ports: give the port once",
             openMpiRank1 to listOf("--ranks", "3") to "--ranks 3 but Open MPI started 2 ranks: give the launcher's count, or leave --ranks out",
+            openMpiRank1 to listOf("--rank", "0", "--ranks", "2") to
+                "--rank 0 --ranks 2 but Open MPI says this process is rank 1 of 2: under a launcher leave --rank and --ranks out",
             (openMpiRank1 + ("OMPI_COMM_WORLD_LOCAL_SIZE" to "1")) to emptyList<String>() to
                 "rank 1 of 2 (Open MPI) does not know where rank 0 runs: give --rendezvous HOST, rank 0's host",
             (openMpiRank1 + mapOf("SLURM_PROCID" to "0", "SLURM_NTASKS" to "1", "SLURM_STEP_ID" to "4")) to emptyList<String>() to
