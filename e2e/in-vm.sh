@@ -19,6 +19,7 @@ root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
 # shellcheck source=e2e/lib.sh
 . "$root/e2e/lib.sh"
+. "$root/e2e/rank-addresses.sh"
 
 DEV=${SOFTROCE_DEV:-rxe0}
 IP=${SOFTROCE_IP:-10.77.0.1}
@@ -568,30 +569,17 @@ case_script_figures() {
 
 # ---- main ----
 
-# gid_of ADDRESS: the index of rxe's RoCE v2 GID of ADDRESS on port 1 (from `rdma-run gids`), or nothing.
-gid_of() {
-  "$RDMA_RUN" gids -d "$DEV" 2>/dev/null | awk -v ip="$1" -F '\t' '$2 == "1" && $6 ~ /v2/ && $5 ~ "^" ip " *$" { print $3; exit }'
-}
-
 # Four ranks on one rxe0, each with its own address on the netdev and its own RoCE v2 GID (found
 # by its address, never by a fixed index): rxe keeps traffic between its own addresses in its
 # loopback path. All to all (12 pairs, every byte checked), then incast to rank 0 (3 x 200
 # messages of 4096 bytes); the resource counts of rxe0 are the same before and after.
 case_ranks_alltoall_incast() {
-  local ok=0 k idx sample netdev=${SOFTROCE_NETDEV:-dummy0} port=18670
-  local -a gidx=()
-  for k in 0 1 2 3; do ip addr add "10.77.0.$((k + 2))/24" dev "$netdev" 2>/dev/null; done
-  for k in 0 1 2 3; do
-    idx=""
-    for _ in $(seq 1 50); do idx=$(gid_of "10.77.0.$((k + 2))"); [ -n "$idx" ] && break; sleep 0.2; done
-    if [ -z "$idx" ]; then why="no RoCE v2 GID of 10.77.0.$((k + 2)) on $DEV"; ok=1; break; fi
-    gidx[k]=$idx
-  done
-  if [ $ok = 0 ]; then
-    note "GID indices of 10.77.0.2-5: ${gidx[*]}"
+  local ok=0 k sample port=18670
+  if rank_addresses_add 4; then
+    note "GID indices of 10.77.0.2-5: ${RANK_GIDX[*]}"
     for sample in alltoall incast; do
       for k in 0 1 2 3; do
-        start "$sample$k" "$RDMA_RUN" "$SAMPLES/$sample.main.kts" -d "$DEV" -g "${gidx[k]}" --timeout "$SCRIPT_TIMEOUT" \
+        start "$sample$k" "$RDMA_RUN" "$SAMPLES/$sample.main.kts" -d "$DEV" -g "${RANK_GIDX[k]}" --timeout "$SCRIPT_TIMEOUT" \
           --rank "$k" --ranks 4 --rendezvous "10.77.0.2:$port" "${NO_WARMUP[@]}" --set iterations=200
       done
       for k in 0 1 2 3; do finish "$sample$k"; expect_rc "$sample$k" 0 || ok=1; done
@@ -600,8 +588,11 @@ case_ranks_alltoall_incast() {
     for k in 0 1 2 3; do expect_log "alltoall$k" "alltoall: rank $k of 4 wrote to 3 ranks and checked what each wrote" || ok=1; done
     expect_log incast0 "incast: rank 0 received 2457600 bytes from 3 senders, every message checked" || ok=1
     for k in 1 2 3; do expect_log "incast$k" "incast: rank $k sent 819200 bytes to rank 0" || ok=1; done
+  else
+    why=$RANK_WHY
+    ok=1
   fi
-  for k in 0 1 2 3; do ip addr del "10.77.0.$((k + 2))/24" dev "$netdev" 2>/dev/null; done
+  rank_addresses_del 4
   return $ok
 }
 

@@ -11,7 +11,7 @@ snapshot_build() {
   mkdir -p "$snap/scripts/target" "$snap/samples/target" "$snap/samples/lib" "$snap/bench"
   cp -a "$root/bin" "$root/e2e" "$snap/"
   cp -a "$root"/samples/*.main.kts "$snap/samples/"
-  cp -a "$root/bench/scenarios" "$root/bench/perftest-compare.sh" "$snap/bench/"
+  cp -a "$root/bench/scenarios" "$root/bench/perftest-compare.sh" "$root/bench/incast.sh" "$snap/bench/"
   if [ -f "$root/scripts/target/rdma-run.jar" ]; then
     cp -a "$root/scripts/target/rdma-run.jar" "$snap/scripts/target/"
     # The launcher's AOT cache: it accepts the copy (same jars, same relative paths, same JDK).
