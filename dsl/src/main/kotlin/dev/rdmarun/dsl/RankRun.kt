@@ -64,7 +64,9 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
         } catch (e: Throwable) {
             val t = team ?: throw e
             val recorded = t.failure
-            if (recorded != null && recorded !== e) {
+            // What this rank's own script threw is its own cause, whatever came back from the others meanwhile.
+            val own = e !is CancellationException && e !is PeerException && e !is RdmaTimeoutException
+            if (recorded != null && recorded !== e && !own) {
                 recorded.addSuppressed(e)
                 throw recorded
             }
@@ -140,7 +142,10 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
                     try {
                         Scenario(options.copy(peer = t.peer(p), ranks = null, monitor = null), false, t.peerOf(p)).run(block)
                     } catch (e: Exception) {
-                        throw naming(t.describe(p), e)
+                        val named = naming(t.describe(p), e)
+                        // Told now, before the other pairs are cancelled: their peers' failures must not come back first.
+                        if (named !is CancellationException) t.fail(named)
+                        throw named
                     }
                 }
             }.awaitAll()
