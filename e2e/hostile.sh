@@ -669,7 +669,7 @@ case_rendezvous_strays() {
   local port=18791 ok=0 k
   local args=("$root/samples/alltoall.main.kts" -d soft0 --timeout 60s --ranks 3 --rendezvous "127.0.0.1:$port"
     "${NO_PREFLIGHT[@]}" --set iterations=100)
-  start rank0 "$RDMA_RUN" "${args[@]}" --rank 0
+  start rank0 "$RDMA_RUN" "${args[@]}" --rank 0 --interval 1
   wait_listen "$port" rank0 || return 1
   start stray "${ATTACKER[@]}" stray 127.0.0.1 "$port" 5244524e0000010000000000
   run wrong "$RDMA_RUN" "${args[@]}" --rank 1 --token other-secret --timeout 8s
@@ -684,6 +684,10 @@ case_rendezvous_strays() {
   expect_no_secret wrong "other-secret" || ok=1
   expect_log rank0 "ranks: 3, 6 pair results gathered on rank 0" || ok=1
   expect_log rank0 "stray connection" || ok=1
+  expect_log rank0 "a token (--token or RDMA_RUN_TOKEN)" || ok=1
+  expect_log rank0 "refused a connection (this side uses its per-user secret and a rank at 127.0.0.1:" || ok=1
+  # --interval does not follow the pairs: said, not silently left out.
+  expect_log rank0 "--interval: the pairs of a run of ranks are not sampled" || ok=1
   note "rank 0: $(grep -m1 -o 'closed [0-9]* stray connections*' "$case_dir/rank0.log")"
   return $ok
 }

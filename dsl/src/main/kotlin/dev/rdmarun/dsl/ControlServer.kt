@@ -61,9 +61,10 @@ internal object ControlServer {
      * deadline; the first [count] that pass steps 1 and 2 are taken, in the order they passed.
      * Stops with a CancellationException once [keepWaiting] says no (checked every 100 ms): a
      * listener that outlives the wait (a rank's, reused by each pair scenario) is not closed to end it.
+     * [who] names a connection in sentences until it says who it is ("a rank at 10.0.0.2:41234").
      */
     fun acceptAll(listener: ServerSocket, timeout: Duration, local: Handshake.Credentials, count: Int,
-                  keepWaiting: () -> Boolean = { true }, note: (String) -> Unit = {}): List<Accepted> {
+                  keepWaiting: () -> Boolean = { true }, note: (String) -> Unit = {}, who: String = "the client"): List<Accepted> {
         val end = deadlineAfter(timeout)
         val lock = Object()
         val pending = ArrayDeque<ControlConnection>()
@@ -100,7 +101,7 @@ internal object ControlServer {
                 }
                 val acceptedAt = System.nanoTime()
                 val c = try {
-                    ControlConnection.over(socket, timeout, Role.CLIENT, "the client at ${describe(socket.remoteSocketAddress)}")
+                    ControlConnection.over(socket, timeout, Role.CLIENT, "$who at ${describe(socket.remoteSocketAddress)}")
                 } catch (e: IOException) {
                     socket.close()
                     synchronized(lock) { strays++ }

@@ -197,7 +197,7 @@ internal class RankTeam private constructor(
                 return when (val at = ranks.rendezvous) {
                     is Peer.Listen -> {
                         val rendezvous = opened(ControlServer.listen(at, timeout))
-                        val accepted = ControlServer.acceptAll(rendezvous, timeout, credentials, ranks.size - 1, keepWaiting, note)
+                        val accepted = ControlServer.acceptAll(rendezvous, timeout, credentials, ranks.size - 1, keepWaiting, note, who = "a rank")
                         accepted.forEach { opened(it.connection) }
                         val end = deadlineAfter(timeout)
                         val hellos = HashMap<Int, Pair<ControlConnection, RankHello>>()

@@ -373,6 +373,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
                     // Rank 0 of a run of ranks: the other ranks' pairs join its own in the JSON, and its summary follows them.
                     evaluate(host, compiled, options.copy(monitor = monitor), onRanks = { ranks -> ran++; results.gathered(ranks) }) { result ->
+                        // The sampler follows this process's one scenario; the pairs of rdmaRanks run beside it, unsampled.
+                        if (result.pair != null && interval != null && ran == 0) {
+                            say("rdma-run ${script.name}: --interval: the pairs of a run of ranks are not sampled (no interval records, " +
+                                "and BW peak 0.00 as perftest's --noPeak): their tables and JSON have the totals", err = true)
+                        }
                         ran++
                         results.show(results.ended(result, sampler), deferServer = false)
                     }
