@@ -22,7 +22,7 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
 CASES=(devices pingpong multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
-       script_figures ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra alltoall_srun)
+       script_figures ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra alltoall_hydra alltoall_srun)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -255,7 +255,20 @@ PY
 case_incast_hydra() {
   launcher_present mpiexec.hydra mpich || return $(($? == 2 ? 0 : 1))
   samples_by incast 4 "incast: rank" 18755 mpiexec.hydra -n 4 || return 1
-  expect_log ranks "incast: rank 0 received 2457600 bytes from 3 senders, every message checked"
+  expect_log ranks "incast: rank 0 received 2457600 bytes from 3 senders, every message checked" || return 1
+  # What rank 0 received is the sum of what the three senders say they sent.
+  local sent
+  sent=$(sed -n 's/^incast: rank [1-9][0-9]* sent \([0-9]*\) bytes to rank 0$/\1/p' "$case_dir/ranks.log" | awk '{ s += $1; n++ } END { print n, s }')
+  [ "$sent" = "3 2457600" ] || { why="the senders said they sent (count, bytes): $sent, not 3 2457600"; return 1; }
+}
+
+# The all-to-all sample under MPICH's launcher too (every payload checked; rank 0's JSON holds the 12 pairs).
+case_alltoall_hydra() {
+  launcher_present mpiexec.hydra mpich || return $(($? == 2 ? 0 : 1))
+  samples_by alltoall 4 "wrote to 3 ranks and checked what each wrote" 18759 mpiexec.hydra -n 4 || return 1
+  expect_log ranks "ranks: 4, 12 pair results gathered on rank 0" || return 1
+  [ "$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$case_dir/ranks.json")" = 12 ] ||
+    { why="rank 0's ranks.json does not hold the 12 pairs"; return 1; }
 }
 
 # slurm_up DIR NODE: a one-node Slurm cluster of this host, named NODE, for one case: its own
