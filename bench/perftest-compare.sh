@@ -92,14 +92,8 @@ done
 # ---- on the host: run this script in the Soft-RoCE VM ----
 if [ -z "${SOFTROCE_DEV-}" ]; then
   cd "$root"
-  vm=${SOFTROCE_VM:-$(dirname -- "$root")/shared/softroce/softroce-vm.sh}
-  [ -x "$vm" ] || { echo "perftest-compare: the Soft-RoCE VM script $vm is missing: set SOFTROCE_VM" >&2; exit 2; }
-  [ -f scripts/target/rdma-run.jar ] && [ -f samples/target/classpath.txt ] ||
-    { echo "perftest-compare: the checkout is not built: run ./mvnw -DskipTests package first" >&2; exit 2; }
   . "$root/e2e/snapshot.sh"
-  snap=$(mktemp -d "${TMPDIR:-/tmp}/rdma-run-bench.XXXXXX")
-  trap 'rm -rf "$snap"' EXIT
-  snapshot_build "$snap"
+  vm_snapshot perftest-compare
   warm_script_cache "$snap" "$snap"/bench/scenarios/*.main.kts "$snap"/samples/pingpong-lat.main.kts "$snap"/samples/write-bw.main.kts
   if [ -n "$against" ]; then
     [ -f "$against/scripts/target/rdma-run.jar" ] && [ -f "$against/samples/target/classpath.txt" ] ||

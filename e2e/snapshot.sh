@@ -43,6 +43,21 @@ snapshot_build() {
 # compile them here, with the snapshot's launcher and jars, into SNAP/script-cache (exported as
 # RDMA_RUN_CACHE). The cache key is the script text and the jars' contents, so the VM's runs of
 # the same snapshot hit these entries (read-only there, which is all a hit needs).
+# vm_snapshot NAME: on the host, for a script NAME that runs itself in the VM: sets vm (the VM
+# script; SOFTROCE_VM or ../shared's) and snap (a snapshot of the build, removed on exit), or
+# exits 2 with one sentence when either is missing.
+vm_snapshot() {
+  vm=${SOFTROCE_VM:-$(dirname -- "$root")/shared/softroce/softroce-vm.sh}
+  [ -x "$vm" ] || { echo "$1: the Soft-RoCE VM script $vm is missing: set SOFTROCE_VM" >&2; exit 2; }
+  if [ ! -f "$root/scripts/target/rdma-run.jar" ] || [ ! -f "$root/samples/target/classpath.txt" ]; then
+    echo "$1: the checkout is not built: run ./mvnw -DskipTests package first" >&2
+    exit 2
+  fi
+  snap=$(mktemp -d "${TMPDIR:-/tmp}/rdma-run-bench.XXXXXX")
+  trap 'rm -rf "$snap"' EXIT
+  snapshot_build "$snap"
+}
+
 warm_script_cache() {
   local snap=$1 kts out warm_start=$SECONDS
   shift
