@@ -248,6 +248,10 @@ assert pairs("ranks.json") == sorted((r, p) for r in range(8) for p in range(8) 
 for k in range(1, 8):
     assert pairs(f"ranks.rank{k}.json") == [(k, p) for p in range(8) if p != k], k
 PY
+  # And the report draws its pair matrix.
+  run report "$RDMA_RUN" report "$case_dir/ranks.json" -o "$case_dir/ranks.html"
+  expect_rc report 0 || return 1
+  grep -q 'id="pairs-0-0"' "$case_dir/ranks.html" || { why="the report of rank 0's JSON has no pair matrix"; return 1; }
 }
 
 # Four ranks of the incast sample under MPICH: three senders to rank 0, which checks who sent each

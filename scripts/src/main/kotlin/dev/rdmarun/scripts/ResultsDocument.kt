@@ -47,7 +47,7 @@ data class ResultsStart(
     val host: String,
     /** ISO-8601, UTC, when the command started. */
     val timestamp: String,
-    /** "server", "client" or "loopback". */
+    /** "server", "client", "loopback", or "rank" (a rank of a run of more than 2: each pair run says its role). */
     val role: String,
     val script: ScriptReference,
     /** The parameters given (`--set` and perftest's flags); a sweep's size is in each run's. */

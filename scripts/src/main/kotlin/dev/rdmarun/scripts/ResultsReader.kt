@@ -265,7 +265,7 @@ object ResultsReader {
             } catch (_: DateTimeParseException) {
                 refuse(start.child("timestamp"), "should be an ISO-8601 time such as 2025-01-31T12:00:00Z, not \"${printable(doc.start.timestamp, 40)}\"")
             }
-            oneOf(start.child("role"), doc.start.role, "server", "client", "loopback")
+            oneOf(start.child("role"), doc.start.role, "server", "client", "loopback", "rank")
             return doc.runs.mapIndexed { i, run -> checkRun(Field.ROOT.child("runs").element(i), run) }
         }
 

@@ -365,6 +365,10 @@ class ReportSpec : FunSpec({
             cell("in") shouldBe num(mine.sumOf { rate(it, "bytesReceived") })
         }
         plots(page).getValue("latency") shouldContainAll listOf("ranks.json rank 0 with rank 1 work requests", "ranks.json rank 2 with rank 1 work requests")
+        // Rank 0's document under a launcher says role "rank" (more than 2 ranks): read as well.
+        val launched = File(dir, "launched.json").apply { writeText(json.readText().replaceFirst(Regex("\"role\": \"loopback\""), "\"role\": \"rank\"")) }
+        launched.readText() shouldContain "\"role\": \"rank\""
+        run("report", launched.path, "-o", File(dir, "launched.html").path).statusCode shouldBe 0
         // A pair that is not one is refused before anything is drawn.
         for ((bad, sentence) in listOf(
             "\"rank\": 2, \"peerRank\": 0, \"ranks\": 3" to "\"rank\": 2, \"peerRank\": 0, \"ranks\": 100000",
