@@ -48,6 +48,15 @@ class PerftestOptions : OptionGroup(
     /** `-l`: perftest's list of N work requests per ibv_post_send; refused by [refuseUnsupported]. */
     private val postList by option("-l", "--post_list", metavar = "N", help = "Refused, with a sentence: rdma-run has no lists of work requests to post at once")
 
+    /**
+     * `-e`: perftest's wait for completion events instead of polling: the dispatcher sleeps on the
+     * completion channel ([dev.rdmarun.dsl.CompletionMode.EVENT]), over what the script chose.
+     * For many processes on few cores (a run of many ranks on one host), where spinning ones
+     * take the cores the others need.
+     */
+    val events by option("-e", "--events",
+        help = "Wait for completion events instead of polling (completion mode EVENT, over the script's choice): for many processes on few cores").flag()
+
     /** `-a`: run the script once per size, 2 B to 8 MiB (perftest's sweep). */
     val all by option("-a", "--all", help = "Run the script once per message size, 2 B to 8 MiB, powers of two (parameter size)").flag()
 

@@ -18,6 +18,7 @@ import com.github.ajalt.clikt.parameters.options.validate
 import com.github.ajalt.clikt.parameters.types.file
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
+import dev.rdmarun.dsl.CompletionMode
 import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.dsl.MAX_DURATION
 import dev.rdmarun.dsl.Ranks
@@ -172,7 +173,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val given = givenParameters(declared)
         val options = RdmaOptions(
             parameters = given,
-            overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout),
+            overrides = SettingsOverrides(device = device, gidIndex = gidIndex, port = ibPort, timeout = timeout,
+                completionMode = if (perftest.events) CompletionMode.EVENT else null),
             scenarioSource = source, // both peers must run the same script: its digest is in the fingerprint
             token = secret(),
             script = ScriptSource(script.path, script.name, source.lines().size).also { scriptSource = it },

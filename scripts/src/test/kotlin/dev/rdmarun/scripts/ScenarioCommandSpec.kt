@@ -140,6 +140,18 @@ class ScenarioCommandSpec : FunSpec({
         }
     }
 
+    test("-e/--events waits on completion events: completion mode EVENT in the plan, over the script's choice") {
+        val plain = run(parameterized.path, "--check").stdout
+        plain shouldContain "completion busy"
+        for (flag in listOf("-e", "--events")) {
+            val result = run(parameterized.path, "--check", flag)
+            withClue(flag, result) {
+                result.statusCode shouldBe 0
+                result.stdout shouldBe plain.replace("completion busy", "completion event")
+            }
+        }
+    }
+
     test("-m/--mtu and -Q/--cq-mod set the parameters mtu and signal: the path MTU cap and signalEvery") {
         val result = run(parameterized.path, "--check", "-m", "1024", "-Q", "4", "-t", "16")
         withClue("-m -Q", result) {
