@@ -686,8 +686,9 @@ case_rendezvous_strays() {
   expect_log rank0 "stray connection" || ok=1
   expect_log rank0 "a token (--token or RDMA_RUN_TOKEN)" || ok=1
   expect_log rank0 "refused a connection (this side uses its per-user secret and a rank at 127.0.0.1:" || ok=1
-  # --interval does not follow the pairs: said, not silently left out.
-  expect_log rank0 "--interval: the pairs of a run of ranks are not sampled" || ok=1
+  # --interval follows each pair: its ID tied to the pair, then its rows (rank 0 is every pair's server).
+  expect_log rank0 "] rank 0 with rank 2" || ok=1
+  expect_log rank0 "][TX-S]" || ok=1
   note "rank 0: $(grep -m1 -o 'closed [0-9]* stray connections*' "$case_dir/rank0.log")"
   return $ok
 }

@@ -247,6 +247,19 @@ pairs = lambda f: sorted((r["end"]["pair"]["rank"], r["end"]["pair"]["peerRank"]
 assert pairs("ranks.json") == sorted((r, p) for r in range(8) for p in range(8) if r != p), pairs("ranks.json")
 for k in range(1, 8):
     assert pairs(f"ranks.rank{k}.json") == [(k, p) for p in range(8) if p != k], k
+# Schema 2: rank 0 sums every rank, rank K its own; each sum is of its pairs' runs, the total of the ranks.
+for f, ranks in [("ranks.json", list(range(8)))] + [(f"ranks.rank{k}.json", [k]) for k in range(1, 8)]:
+    doc = json.load(open(f"{d}/{f}"))
+    assert doc["schema"] == 2, f
+    s = doc["ranks"][0]["summary"]
+    assert [t["rank"] for t in s["perRank"]] == ranks, (f, s["perRank"])
+    for t in s["perRank"]:
+        mine = [r["end"] for r in doc["runs"] if r["end"]["pair"]["rank"] == t["rank"]]
+        assert t["pairs"] == len(mine) == 7, (f, t["rank"])
+        for key in ("bytesSent", "bytesReceived", "operations"):
+            assert t[key] == sum(e["total"][key] for e in mine), (f, t["rank"], key)
+        assert t["latency"]["count"] == sum(e["total"]["latency"]["count"] for e in mine), (f, t["rank"])
+    assert s["total"]["bytesSent"] == sum(t["bytesSent"] for t in s["perRank"]), f
 PY
   # And the report draws its pair matrix.
   run report "$RDMA_RUN" report "$case_dir/ranks.json" -o "$case_dir/ranks.html"

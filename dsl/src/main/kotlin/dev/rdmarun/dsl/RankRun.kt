@@ -140,7 +140,8 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
             chosen.map { p ->
                 async {
                     try {
-                        Scenario(options.copy(peer = t.peer(p), ranks = null, monitor = null), false, t.peerOf(p)).run(block)
+                        val monitor = options.pairMonitors?.invoke(RankPair(rank, p, ranks))
+                        Scenario(options.copy(peer = t.peer(p), ranks = null, monitor = monitor, pairMonitors = null), false, t.peerOf(p)).run(block)
                     } catch (e: Exception) {
                         val named = naming(t.describe(p), e)
                         // Told now, before the other pairs are cancelled: their peers' failures must not come back first.

@@ -10,41 +10,31 @@ import java.util.Locale
  */
 public data class RanksResult(val rank: Int, val ranks: Int, val pairs: List<ScenarioResult>, val gathered: List<ScenarioResult>) {
     /**
-     * Rank 0's summary of [gathered]: per rank its pairs, bytes out and in and its bandwidth out
-     * and in (the sum of its pairs' rates: the pairs ran at once), the total, and the pair matrix
-     * (the rate each row's rank sent to each column's). Rates in MB/sec (2^20 bytes) or, with
-     * [gbits], Gb/sec; each pair's rate is its bytes over its own measured time. Empty on the
-     * other ranks.
+     * The figures of [table] and of the launcher's JSON: on rank 0 every rank's (from [gathered]),
+     * on another rank its own (from [pairs]).
+     */
+    public val summary: RanksSummary by lazy {
+        if (gathered.isNotEmpty()) RanksSummary.of(ranks, gathered) else RanksSummary.of(ranks, pairs, listOf(rank))
+    }
+
+    /**
+     * Rank 0's summary of [gathered] ([summary]): per rank its pairs, bytes out and in and its
+     * bandwidth out and in (the sum of its pairs' rates: the pairs ran at once), the total, and the
+     * pair matrix (the rate each row's rank sent to each column's). Rates in MB/sec (2^20 bytes)
+     * or, with [gbits], Gb/sec; each pair's rate is its bytes over its own measured time. Empty on
+     * the other ranks.
      */
     public fun table(gbits: Boolean = false): String {
         if (gathered.isEmpty()) return ""
         val unit = PerftestFormat.unit(gbits)
-        fun rate(bytes: Long, nanos: Long) = if (nanos > 0) PerftestFormat.rate(bytes * 1e9 / nanos, gbits) else 0.0
-        val byPair = gathered.filter { it.pair != null }.groupBy { it.pair!!.rank to it.pair!!.peerRank }
-        val sent = byPair.mapValues { (_, rs) -> rate(rs.sumOf { it.total.bytesSent }, rs.sumOf { it.durationNanos }) }
-        val received = byPair.mapValues { (_, rs) -> rate(rs.sumOf { it.total.bytesReceived }, rs.sumOf { it.durationNanos }) }
+        val sent = RanksSummary.pairRates(gathered).mapValues { PerftestFormat.rate(it.value.sentBytesPerSecond, gbits) }
+        fun row(label: String, t: RankTotal) = String.format(Locale.ROOT, NUMBERS, label, t.pairs, t.bytesSent, t.bytesReceived,
+            PerftestFormat.rate(t.sentBytesPerSecond, gbits), PerftestFormat.rate(t.receivedBytesPerSecond, gbits))
         return buildString {
             appendLine("ranks: $ranks, ${gathered.size} pair result${if (gathered.size == 1) "" else "s"} gathered on rank 0")
             appendLine(String.format(Locale.ROOT, ROW, "rank", "pairs", "#bytes out", "#bytes in", "BW out[$unit]", "BW in[$unit]"))
-            var pairs = 0
-            var out = 0L
-            var into = 0L
-            var outRate = 0.0
-            var inRate = 0.0
-            for (r in 0 until ranks) {
-                val mine = gathered.filter { it.pair?.rank == r }
-                val o = mine.sumOf { it.total.bytesSent }
-                val i = mine.sumOf { it.total.bytesReceived }
-                val or = sent.filterKeys { it.first == r }.values.sum()
-                val ir = received.filterKeys { it.first == r }.values.sum()
-                appendLine(String.format(Locale.ROOT, NUMBERS, r.toString(), mine.size, o, i, or, ir))
-                pairs += mine.size
-                out += o
-                into += i
-                outRate += or
-                inRate += ir
-            }
-            appendLine(String.format(Locale.ROOT, NUMBERS, "total", pairs, out, into, outRate, inRate))
+            for (t in summary.perRank) appendLine(row(t.rank.toString(), t))
+            appendLine(row("total", summary.total))
             appendLine("pair matrix: BW[$unit] sent by the row's rank to the column's")
             append("      ")
             for (c in 0 until ranks) append(String.format(Locale.ROOT, "%10d", c))

@@ -47,6 +47,12 @@ public data class RdmaOptions(
      * `mpirun`, `mpiexec`, `srun` or `--rank`); null: a two-peer run. `rdma { }` reads [peer] instead.
      */
     val ranks: Ranks? = null,
+    /**
+     * A monitor for each pair [RanksScope.forEachPeer] runs (its live totals: a launcher's interval
+     * records and peak bandwidth per pair), asked each time the pair runs; null, or a null answer:
+     * the pair runs unmonitored. Ctrl-C still goes through [monitor], which ends every pair.
+     */
+    val pairMonitors: ((RankPair) -> ScenarioMonitor?)? = null,
 ) {
     /** These parameters instead (for Java, which has no copy with named arguments). */
     public fun withParameters(parameters: Map<String, String>): RdmaOptions = copy(parameters = parameters)

@@ -130,7 +130,7 @@ public data class ConnectionInfo(
 
 /**
  * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` gives it as JSON
- * (the launcher's `--json` writes it inside a results document, schema 1).
+ * (the launcher's `--json` writes it inside a results document, schema 2).
  * [durationNanos] runs from the end of connect(peer) until both sides finished (their work
  * completed), so both peers divide by comparable times.
  */

@@ -3,6 +3,7 @@ package dev.rdmarun.dsl
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactlyInAnyOrder
+import io.kotest.matchers.doubles.plusOrMinus
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
 import java.net.ConnectException
@@ -83,6 +84,23 @@ class RanksSpec : FunSpec({
         Regex("""(?m)^ +total +6 +$bytes +$bytes """).containsMatchIn(table) shouldBe true
         table shouldContain "pair matrix"
         outcomes[1].table() shouldBe ""
+
+        // The summary behind the table and the JSON: each rank's pairs summed, latencies merged sample by sample.
+        val summary = outcomes[0].summary
+        summary.perRank.map { it.rank } shouldBe listOf(0, 1, 2)
+        for (t in summary.perRank) {
+            val mine = gathered.filter { it.pair!!.rank == t.rank }
+            t.pairs shouldBe 2
+            t.bytesSent shouldBe mine.sumOf { it.total.bytesSent }
+            t.latency!!.count shouldBe mine.sumOf { it.total.latency!!.count }
+            t.latency!!.maxNanos shouldBe mine.maxOf { it.total.latency!!.maxNanos }
+        }
+        summary.total.bytesSent shouldBe summary.perRank.sumOf { it.bytesSent }
+        summary.total.sentBytesPerSecond shouldBe (summary.perRank.sumOf { it.sentBytesPerSecond } plusOrMinus 1e-6)
+        summary.total.latency!!.count shouldBe gathered.sumOf { it.total.latency!!.count }
+        // Another rank sums its own pairs only.
+        outcomes[1].summary.perRank.map { it.rank } shouldBe listOf(1)
+        outcomes[1].summary.total.bytesSent shouldBe outcomes[1].pairs.sumOf { it.total.bytesSent }
     }
 
     test("incast: the senders each pair with rank 0 only; rank 0 receives what they sent") {

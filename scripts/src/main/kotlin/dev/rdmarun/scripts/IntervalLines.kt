@@ -24,12 +24,13 @@ internal object IperfFormat {
     fun bitrate(bitsPerSecond: Double): String = scaled(bitsPerSecond, 1000.0, BITS)
 
     /**
-     * One row: [direction] `TX` (sent) or `RX` (received) of side [side] (`C` client, `S` server),
+     * One row of stream [id] (`SUM`, or a pair's number, `  1`): [direction] `TX` (sent) or `RX`
+     * (received) of side [side] (`C` client, `S` server),
      * [bytes] moved in the [seconds] from [start] to [end] (the bitrate's time is [seconds], exact,
      * rather than the printed times rounded to 10 ms).
      */
-    fun row(direction: String, side: String, start: Double, end: Double, bytes: Long, seconds: Double): String =
-        String.format(Locale.ROOT, "[SUM][%s-%s] %6.2f-%-6.2f sec  %s  %s", direction, side, start, end, transfer(bytes),
+    fun row(id: String, direction: String, side: String, start: Double, end: Double, bytes: Long, seconds: Double): String =
+        String.format(Locale.ROOT, "[%s][%s-%s] %6.2f-%-6.2f sec  %s  %s", id, direction, side, start, end, transfer(bytes),
             bitrate(if (seconds > 0) bytes * 8 / seconds else 0.0))
 
     /** Below 1000 of a unit (1024 for bytes) the next is not used; then 2, 1 or 0 decimals keep three digits. */
@@ -63,9 +64,10 @@ internal data class IntervalLine(val text: String, val row: Boolean)
  * interval with traffic prints them all, in order. A side that never moves anything (the target
  * of RDMA WRITEs: its CPU sees no completions) thus prints no column of zeros, and the decision
  * waits for nothing but the first traffic; its run ends with [moved] false and a note instead.
+ * [id] is the rows' stream: `SUM` for a side, a number for a pair of a run of ranks.
  */
-internal class IntervalRows(label: String) {
-    private val side = if (label == "server") "S" else "C"
+internal class IntervalRows(private val id: String, server: Boolean) {
+    private val side = if (server) "S" else "C"
     private var tx = false
     private var rx = false
     private val held = ArrayList<Pair<IntervalRecord, Double>>()
@@ -89,8 +91,8 @@ internal class IntervalRows(label: String) {
         if (!moved) return emptyList()
         val rows = held.flatMap { (r, s) ->
             listOfNotNull(
-                if (tx) IperfFormat.row("TX", side, r.startSeconds, r.endSeconds, r.bytesSent, s) else null,
-                if (rx) IperfFormat.row("RX", side, r.startSeconds, r.endSeconds, r.bytesReceived, s) else null,
+                if (tx) IperfFormat.row(id, "TX", side, r.startSeconds, r.endSeconds, r.bytesSent, s) else null,
+                if (rx) IperfFormat.row(id, "RX", side, r.startSeconds, r.endSeconds, r.bytesReceived, s) else null,
             )
         }
         printed += held.size

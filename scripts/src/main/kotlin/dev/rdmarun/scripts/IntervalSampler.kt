@@ -20,10 +20,14 @@ internal class IntervalSampler(
     private val intervalSeconds: Double?,
     /** Where the lines go; null: records only. */
     private val output: IntervalOutput?,
+    /** The rows' stream ([IntervalRows]): `SUM` for a side, a pair's number. */
+    private val id: String = "SUM",
+    /** The rows' side: the server's (`S`), else the client's (`C`). */
+    private val server: Boolean = label == "server",
 ) : AutoCloseable {
     private val lock = Any()
     private val intervals = ArrayList<IntervalRecord>()
-    private var rows = IntervalRows(label)
+    private var rows = IntervalRows(id, server)
     private var peak: Double? = null
     private var lastTick: LiveTotals? = null
     private var lastInterval: LiveTotals? = null
@@ -62,7 +66,7 @@ internal class IntervalSampler(
             // A new scenario, or a warm-up ended: its figures start again from 0.
             if (t.run == run) warmupOver()?.let { lines += it }
             intervals.clear()
-            rows = IntervalRows(label)
+            rows = IntervalRows(id, server)
             peak = null
             lastTick = null
             lastInterval = null
@@ -100,14 +104,14 @@ internal class IntervalSampler(
             val lines = ArrayList<IntervalLine>(3)
             // A warm-up that ended after the last sample: the lines printed for it are not this result's either.
             if (stopped != null && stopped.run == run && stopped.phase != phase) warmupOver()?.let { lines += it }
-            val rows = if (current) rows else IntervalRows(label)
+            val rows = if (current) rows else IntervalRows(id, server)
             val end = result.total.let { LiveTotals(result.durationNanos, it.bytesSent, it.bytesReceived, it.operations, it.messagesReceived) }
             // The partial last interval, even an idle one; none when the last sample already covered the end.
             val last = if (intervalSeconds != null && (end.elapsedNanos > from.elapsedNanos || !sameCounts(from, end))) interval(from, end) else null
             if (last != null) lines += rows.add(last, seconds(from, end), end).map { IntervalLine(it, row = true) }
             val taken = (records + listOfNotNull(last)) to (if (current) peak else null)
             intervals.clear()
-            this.rows = IntervalRows(label)
+            this.rows = IntervalRows(id, server)
             peak = null
             lastTick = null
             lastInterval = null

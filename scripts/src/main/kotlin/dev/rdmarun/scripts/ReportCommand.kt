@@ -14,7 +14,7 @@ import java.io.IOException
  * from the documents that `--json` wrote and perftest's `--out_json` files, several overlaid for comparison.
  */
 class ReportCommand : RdmaCommand(NAME) {
-    private val files by argument("RESULTS.json", help = "Results written by --json (schema 1), or by perftest's --out_json")
+    private val files by argument("RESULTS.json", help = "Results written by --json (schema 1 or 2), or by perftest's --out_json")
         .file(mustExist = true, canBeDir = false, mustBeReadable = true).multiple(required = true)
     private val output by option("-o", "--output", metavar = "FILE", help = "Where to write the page (default report.html)")
         .file(canBeDir = false).default(File("report.html"))

@@ -74,9 +74,16 @@ object ReportPage {
         append("<h2>Latency percentile distribution</h2>\n")
         val latencyOmitted = ArrayList<Omitted>()
         val latency = documents.flatMap { input ->
-            input.document.runs.zip(input.curves).flatMap { (run, curves) -> latencySeries(input, run, curves) }
+            // A document that sums its ranks overlays them, one curve per rank, instead of one per pair.
+            val byRank = input.rankCurves.isNotEmpty()
+            input.document.runs.zip(input.curves).filter { (run, _) -> !byRank || run.end.pair == null }
+                .flatMap { (run, curves) -> latencySeries(runName(input, run), curves) } + rankSeries(input)
         }.filter { s -> keepNonZero(s, latencyOmitted) } + perftest.mapNotNull { p -> perftestPercentiles(p) }
         plot("latency", latency, latencyOmitted, "percentile", "latency [µs]", Scale.PERCENTILE, Scale.LOG10)
+        if (documents.any { it.rankCurves.isNotEmpty() }) {
+            append("<p class=\"note\" id=\"ranks-note\">A run of ranks draws one curve per rank: every sample of its pairs, ")
+            append("their histograms merged; each pair's own is in the table of runs and the JSON.</p>\n")
+        }
 
         append("<h2>Bandwidth over time</h2>\n")
         val timeOmitted = ArrayList<Omitted>()
@@ -211,10 +218,17 @@ object ReportPage {
         }
 
     /** The work-request latency and each section of a run, as (x = log10 of 1/(1-percentile), y = µs); [ResultsReader] decoded them. */
-    private fun latencySeries(input: ReportInput, run: ResultsRun, curves: List<LatencyCurve>): List<Series> = curves.map { c ->
+    private fun latencySeries(name: String, curves: List<LatencyCurve>): List<Series> = curves.map { c ->
         val divisor = if (c.roundTrip) 2000.0 else 1000.0
-        Series(runName(input, run) + " " + c.name + if (c.roundTrip) " (one way)" else "", runName(input, run),
-            c.points.map { (x, nanos) -> x to nanos / divisor })
+        Series("$name ${c.name}" + if (c.roundTrip) " (one way)" else "", name, c.points.map { (x, nanos) -> x to nanos / divisor })
+    }
+
+    /** Each rank's merged latencies of the document's runs of ranks ([ReportInput.rankCurves]), named `rank R`. */
+    private fun rankSeries(input: ReportInput): List<Series> = input.document.ranks.zip(input.rankCurves).flatMap { (entry, byRank) ->
+        byRank.toSortedMap().flatMap { (rank, curves) ->
+            val name = "${input.name} rank $rank" + (entry.label?.let { " $it" } ?: "")
+            latencySeries(name, curves)
+        }
     }
 
     /** perftest's five figures on the percentile axis: min at 0 %, typical (median) at 50 %, 99 %, 99.9 %, max where the curves put theirs. */

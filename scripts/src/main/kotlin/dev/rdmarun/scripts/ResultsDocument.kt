@@ -1,6 +1,8 @@
 package dev.rdmarun.scripts
 
 import dev.rdmarun.dsl.CONTROL_PROTOCOL_VERSION
+import dev.rdmarun.dsl.RanksResult
+import dev.rdmarun.dsl.RanksSummary
 import dev.rdmarun.dsl.ScenarioResult
 import java.net.InetAddress
 import java.security.MessageDigest
@@ -21,13 +23,18 @@ data class ResultsDocument(
     val schema: Int = SCHEMA,
     val start: ResultsStart,
     val runs: List<ResultsRun>,
+    /** A run of ranks: one summary per `rdmaRanks` that ended (schema 2; empty otherwise and in schema 1). */
+    val ranks: List<ResultsRanks> = emptyList(),
     val error: ResultsError? = null,
 ) {
     fun toJson(): String = JSON.encodeToString(serializer(), this)
 
     companion object {
-        /** The schema version: a reader refuses documents of another. */
-        const val SCHEMA = 1
+        /** The schema version written: 2 added [ranks]. */
+        const val SCHEMA = 2
+
+        /** The schemas a reader takes: 1 is 2 without [ranks]. */
+        val READABLE = 1..SCHEMA
 
         // Every field, defaults included: readers see the same keys in every document.
         private val JSON = Json { prettyPrint = true; encodeDefaults = true }
@@ -85,6 +92,13 @@ data class ResultsRun(
     /** What the scenario measured: traffic per QP and in total, latencies, the connection, parameters and fingerprint. */
     val end: ScenarioResult,
 )
+
+/**
+ * One `rdmaRanks` summed up on this rank ([RanksResult.summary]): on rank 0 every rank's traffic
+ * and latency, on another rank its own; [label] is its runs' (a sweep's size).
+ */
+@Serializable
+data class ResultsRanks(val label: String? = null, val summary: RanksSummary)
 
 /** This side's traffic during one interval (`--interval`). */
 @Serializable

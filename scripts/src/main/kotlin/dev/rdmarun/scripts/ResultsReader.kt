@@ -2,6 +2,7 @@ package dev.rdmarun.scripts
 
 import dev.rdmarun.dsl.LatencySummary
 import dev.rdmarun.dsl.RankPair
+import dev.rdmarun.dsl.RankTotal
 import dev.rdmarun.dsl.Ranks
 import dev.rdmarun.dsl.TrafficResult
 import dev.rdmarun.dsl.printable
@@ -54,7 +55,9 @@ class LatencyCurve(val name: String, val roundTrip: Boolean, val points: List<Pa
  * latency curves it decoded from the histograms: [curves] has one list per run of
  * [ResultsDocument.runs], in the same order.
  */
-class ReportInput(override val name: String, val document: ResultsDocument, val curves: List<List<LatencyCurve>>) : ReportSource
+class ReportInput(override val name: String, val document: ResultsDocument, val curves: List<List<LatencyCurve>>,
+                  /** One map per [ResultsDocument.ranks] entry: each rank's merged latency curves, by rank. */
+                  val rankCurves: List<Map<Int, List<LatencyCurve>>> = emptyList()) : ReportSource
 
 /** A file `rdma-run report` shows: rdma-run's results document ([ReportInput]) or perftest's `--out_json` ([PerftestInput]). */
 sealed interface ReportSource {
@@ -149,10 +152,11 @@ object ResultsReader {
 
     private fun read(path: String, root: JsonElement, name: String): ReportInput {
         if (root !is JsonObject) throw ResultsFormatException("$path is not a results document of rdma-run (--json writes them)")
-        when (val schema = root["schema"]) {
-            null -> throw ResultsFormatException("$path is not a results document of rdma-run: it has no \"schema\" (--json writes them)")
-            JsonPrimitive(ResultsDocument.SCHEMA) -> {}
-            else -> throw ResultsFormatException("$path is results schema ${printable(schema.toString(), 40)}; this rdma-run reads schema ${ResultsDocument.SCHEMA}")
+        val schema = root["schema"]
+            ?: throw ResultsFormatException("$path is not a results document of rdma-run: it has no \"schema\" (--json writes them)")
+        if ((schema as? JsonPrimitive)?.takeIf { !it.isString }?.intOrNull !in ResultsDocument.READABLE) {
+            throw ResultsFormatException("$path is results schema ${printable(schema.toString(), 40)}; this rdma-run reads schemas " +
+                "${ResultsDocument.READABLE.first} to ${ResultsDocument.READABLE.last}")
         }
         checkShape(path, root, ResultsDocument.serializer().descriptor, Field.ROOT)
         val document = try {
@@ -162,7 +166,8 @@ object ResultsReader {
         } catch (e: IllegalArgumentException) {
             throw ResultsFormatException("$path is not a valid results document: ${printable(e.message.orEmpty().lineSequence().first())}")
         }
-        return ReportInput(name, document, Checker(path).check(document))
+        val checker = Checker(path)
+        return ReportInput(name, document, checker.check(document), checker.checkRanks(document))
     }
 
     /** Where a value is in the document, rendered only for a sentence: `runs[2].end.sections["rtt"]`. */
@@ -307,6 +312,48 @@ object ResultsReader {
             // What the page plots: the work requests' latency and each section's, sections in name order.
             val latencies = listOfNotNull(run.end.total.latency?.let { Triple("work requests", end.child("total").child("latency"), it) }) +
                 run.end.sections.toSortedMap().map { (name, l) -> Triple(name, end.child("sections").entry(name), l) }
+            return latencies.mapNotNull { (name, a, l) ->
+                checkLatency(a, l)
+                curve(a.child("histogram"), l)?.let { LatencyCurve(name, l.roundTrip, it) }
+            }
+        }
+
+        /**
+         * The ranks' summaries: ranks within their run, numbers not negative, the total the sum of
+         * the ranks (a document's own sums), and each latency against its histogram; returns each
+         * rank's curves, for the page to overlay the ranks.
+         */
+        fun checkRanks(doc: ResultsDocument): List<Map<Int, List<LatencyCurve>>> = doc.ranks.mapIndexed { i, entry ->
+            val at = Field.ROOT.child("ranks").element(i).child("summary")
+            val s = entry.summary
+            if (s.ranks !in 2..Ranks.MAX_RANKS) refuse(at.child("ranks"), "is ${s.ranks}; a run of ranks has 2 to ${Ranks.MAX_RANKS}")
+            val seen = HashSet<Int>()
+            val curves = s.perRank.mapIndexed { k, t ->
+                val a = at.child("perRank").element(k)
+                val r = t.rank ?: refuse(a.child("rank"), "is null; only the total is of every rank")
+                if (r !in 0 until s.ranks) refuse(a.child("rank"), "is $r, not a rank of ${s.ranks} (0 to ${s.ranks - 1})")
+                if (!seen.add(r)) refuse(a.child("rank"), "is $r again; each rank has one entry")
+                r to checkRankTotal(a, t)
+            }.toMap()
+            val total = at.child("total")
+            if (s.total.rank != null) refuse(total.child("rank"), "is ${s.total.rank}; the total is of every rank (null)")
+            checkRankTotal(total, s.total)
+            val sums = listOf("pairs" to (s.total.pairs.toLong() to s.perRank.sumOf { it.pairs.toLong() }),
+                "bytesSent" to (s.total.bytesSent to s.perRank.sumOf { it.bytesSent }),
+                "bytesReceived" to (s.total.bytesReceived to s.perRank.sumOf { it.bytesReceived }),
+                "operations" to (s.total.operations to s.perRank.sumOf { it.operations }),
+                "messagesReceived" to (s.total.messagesReceived to s.perRank.sumOf { it.messagesReceived }))
+            for ((name, v) in sums) if (v.first != v.second) refuse(total.child(name), "(${v.first}) is not the sum of the ranks' (${v.second})")
+            curves
+        }
+
+        /** One rank's (or the total's) figures; its latency curves, work requests first, then sections by name. */
+        fun checkRankTotal(at: Field, t: RankTotal): List<LatencyCurve> {
+            notNegative(at, "pairs" to t.pairs, "bytesSent" to t.bytesSent, "bytesReceived" to t.bytesReceived, "operations" to t.operations,
+                "messagesReceived" to t.messagesReceived, "sentBytesPerSecond" to t.sentBytesPerSecond,
+                "receivedBytesPerSecond" to t.receivedBytesPerSecond)
+            val latencies = listOfNotNull(t.latency?.let { Triple("work requests", at.child("latency"), it) }) +
+                t.sections.toSortedMap().map { (name, l) -> Triple(name, at.child("sections").entry(name), l) }
             return latencies.mapNotNull { (name, a, l) ->
                 checkLatency(a, l)
                 curve(a.child("histogram"), l)?.let { LatencyCurve(name, l.roundTrip, it) }

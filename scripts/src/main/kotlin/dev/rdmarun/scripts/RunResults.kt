@@ -61,16 +61,26 @@ internal class RunResults(
         return run
     }
 
+    /** Every `rdmaRanks` that ended, summed ([RanksResult.summary]), for the JSON's `ranks`. */
+    private val summaries = ArrayList<ResultsRanks>()
+
     /**
-     * Rank 0 of a run of ranks: the other ranks' pair results join the document (this rank's own
-     * came through [ended]), and the summary of every pair follows this rank's tables.
+     * An `rdmaRanks` ended on this rank, which writes its summary in the JSON. On rank 0 the other
+     * ranks' pair results join the document too (this rank's own came through [ended]), and the
+     * summary of every pair follows this rank's tables.
      */
     fun gathered(ranks: RanksResult) {
+        summed(ranks)
         if (ranks.gathered.isEmpty()) return
         synchronized(runs) {
             ranks.gathered.filter { it.pair?.rank != ranks.rank }.forEach { runs += ResultsRun(it.role.label, runLabel, end = it) }
         }
         if (sweep == null) say(ranks.table(gbits))
+    }
+
+    /** [ranks]' summary joins the JSON's `ranks` (the pair results are in the document already: `--loopback --ranks`). */
+    fun summed(ranks: RanksResult) {
+        synchronized(runs) { summaries += ResultsRanks(runLabel, ranks.summary) }
     }
 
     /** Prints a side's results: its table, or under -a its row of the sweep's table ([deferServer]: --loopback's server line waits for the table). */
@@ -92,9 +102,9 @@ internal class RunResults(
 
     /** `--json` and `--histogram`, when the command ends (failed or not). */
     fun write(start: ResultsStart) {
-        val runs = synchronized(runs) { runs.toList() }
+        val (runs, ranks) = synchronized(runs) { runs.toList() to summaries.toList() }
         json?.let { target ->
-            val text = ResultsDocument(start = start, runs = runs, error = error).toJson()
+            val text = ResultsDocument(start = start, runs = runs, ranks = ranks, error = error).toJson()
             val file = target.file
             if (file == null) emit(text)
             else try {

@@ -111,7 +111,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             require(twice.isEmpty()) { "--set ${twice.first()} is given more than once" }
         }
     private val json by option("--json", metavar = "FILE|-", completionCandidates = CompletionCandidates.Path,
-        help = "Also write the results as JSON (schema 1, docs/results-json.md) to FILE, or with - to standard output (the rest then goes to standard error); written on failure too")
+        help = "Also write the results as JSON (schema 2, docs/results-json.md) to FILE, or with - to standard output (the rest then goes to standard error); written on failure too")
         .convert { text -> JsonTarget(if (text == "-") null else File(text)) }
         .validate { target ->
             val f = target.file ?: return@validate
@@ -370,18 +370,16 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val label = options.peer?.role?.label
         val monitor = runningNote(label)
         var ran = 0
-        val failure = sampler(label ?: "run", monitor).use { sampler ->
-            withProgress(listOf((label ?: "run") to monitor), options.parameters) {
-                interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
-                    // Rank 0 of a run of ranks: the other ranks' pairs join its own in the JSON, and its summary follows them.
-                    evaluate(host, compiled, options.copy(monitor = monitor), onRanks = { ranks -> ran++; results.gathered(ranks) }) { result ->
-                        // The sampler follows this process's one scenario; the pairs of rdmaRanks run beside it, unsampled.
-                        if (result.pair != null && interval != null && ran == 0) {
-                            say("rdma-run ${script.name}: --interval: the pairs of a run of ranks are not sampled (no interval records, " +
-                                "and BW peak 0.00 as perftest's --noPeak): their tables and JSON have the totals", err = true)
+        val failure = pairSamplers().use { pairs ->
+            sampler(label ?: "run", monitor).use { sampler ->
+                withProgress(listOf((label ?: "run") to monitor), options.parameters) {
+                    interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
+                        // Rank 0 of a run of ranks: the other ranks' pairs join its own in the JSON, and its summary follows them.
+                        evaluate(host, compiled, options.copy(monitor = monitor, pairMonitors = pairs::monitor),
+                            onRanks = { ranks -> ran++; results.gathered(ranks) }) { result ->
+                            ran++
+                            results.show(results.ended(result, result.pair?.let { pairs.sampler(it) } ?: sampler), deferServer = false)
                         }
-                        ran++
-                        results.show(results.ended(result, sampler), deferServer = false)
                     }
                 }
             }
@@ -394,6 +392,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** Samples a side's totals for the peak bandwidth and `--interval`'s records and lines (above the progress line on a terminal). */
     private fun sampler(label: String, monitor: ScenarioMonitor) = IntervalSampler(monitor, label, interval,
         output = if (interval != null) intervalOutput else null)
+
+    /** The monitors and samplers of the pairs of a run of ranks: each pair's peak and `--interval` lines and records. */
+    private fun pairSamplers() = PairSamplers(interval, if (interval != null) intervalOutput else null) { label, line ->
+        say("rdma-run ${script.name}: $label: $line", err = true) // escaped by the session already
+    }
 
     /** The `--interval` lines of both sides (--loopback's too: one header). */
     private val intervalOutput = IntervalOutput { line -> put(line) }
@@ -436,15 +439,19 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
         say("rdma-run ${script.name}: loopback: ${ranks?.let { "$it ranks" } ?: "server and client"} in this JVM on ${device ?: defaultDevice()}, " +
             "${if (ranks == null) "control connection" else "rendezvous"} over 127.0.0.1:$port", err = true)
-        withProgress(sides.map { it.label to it.monitor }, options.parameters) {
+        val pairs = pairSamplers()
+        pairs.use { withProgress(sides.map { it.label to it.monitor }, options.parameters) {
             for (side in sides) {
                 side.thread = Thread.ofPlatform().name("rdma-run-${side.label}-script").start {
                     side.failure = sampler(side.label, side.monitor).use { sampler ->
                         try {
                             // Every rank's pairs are this JVM's already: rank 0's summary only.
-                            evaluate(host, compiled, side.options(options).copy(monitor = side.monitor),
-                                onRanks = { if (it.gathered.isNotEmpty()) summary = it.table(perftest.reportGbits); ranRanks = true }) { result ->
-                                val run = results.ended(result, sampler)
+                            evaluate(host, compiled, side.options(options).copy(monitor = side.monitor, pairMonitors = pairs::monitor),
+                                onRanks = { ranks ->
+                                    if (ranks.gathered.isNotEmpty()) summary = ranks.table(perftest.reportGbits).also { results.summed(ranks) }
+                                    ranRanks = true
+                                }) { result ->
+                                val run = results.ended(result, result.pair?.let { pairs.sampler(it) } ?: sampler)
                                 synchronized(side.results) { side.results += run }
                             }
                         } catch (e: Throwable) {
@@ -456,7 +463,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             interruption().blockingOn(Closeable { sides.forEach { it.monitor.cancel("interrupted") } }) {
                 sides.forEach { it.thread.join() }
             }
-        }
+        } }
         interruption().check()
         results.sweep?.lastLine = null
         sides.forEach { side -> side.results.forEach { results.show(it, deferServer = true) } }

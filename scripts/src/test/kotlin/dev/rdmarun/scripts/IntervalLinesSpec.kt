@@ -65,15 +65,15 @@ class IntervalLinesSpec : FunSpec({
 
     test("a row is iperf3's --bidir row: [SUM][TX-C], the interval in seconds, the transfer, the bitrate over the exact duration") {
         IperfFormat.HEADER shouldBe "[ ID][Role] Interval           Transfer     Bitrate"
-        IperfFormat.row("TX", "C", 0.0, 1.0, 432_013_312L, 1.0) shouldBe "[SUM][TX-C]   0.00-1.00   sec   412 MBytes  3.46 Gbits/sec"
+        IperfFormat.row("SUM", "TX", "C", 0.0, 1.0, 432_013_312L, 1.0) shouldBe "[SUM][TX-C]   0.00-1.00   sec   412 MBytes  3.46 Gbits/sec"
         // The times print rounded to 10 ms; the bitrate is over the interval's own 0.5004 s.
-        IperfFormat.row("RX", "S", 12.5, 13.0004, 1_000_000L, 0.5004) shouldBe
+        IperfFormat.row("SUM", "RX", "S", 12.5, 13.0004, 1_000_000L, 0.5004) shouldBe
             "[SUM][RX-S]  12.50-13.00  sec   977 KBytes  16.0 Mbits/sec"
-        IperfFormat.row("TX", "S", 3.0, 3.0, 0L, 0.0) shouldBe "[SUM][TX-S]   3.00-3.00   sec  0.00 Bytes  0.00 bits/sec"
+        IperfFormat.row("SUM", "TX", "S", 3.0, 3.0, 0L, 0.0) shouldBe "[SUM][TX-S]   3.00-3.00   sec  0.00 Bytes  0.00 bits/sec"
     }
 
     test("rows are held while a side has moved nothing, printed all at once with the first traffic, and a pause is still printed") {
-        val rows = IntervalRows("server")
+        val rows = IntervalRows("SUM", server = true)
         rows.add(record(0.0, 1.0, 0, 0), 1.0, LiveTotals(1_000_000_000, 0, 0, 0, 0)).shouldBeEmpty()
         rows.add(record(1.0, 2.0, 0, 0), 1.0, LiveTotals(2_000_000_000, 0, 0, 0, 0)).shouldBeEmpty()
         rows.moved shouldBe false
@@ -94,9 +94,9 @@ class IntervalLinesSpec : FunSpec({
     }
 
     test("a side that moved no bytes but completed work requests or took messages (zero-length) still has its rows") {
-        IntervalRows("client").add(record(0.0, 1.0, 0, 0, operations = 5), 1.0, LiveTotals(1_000_000_000, 0, 0, 5, 0)) shouldContainExactly
+        IntervalRows("SUM", server = false).add(record(0.0, 1.0, 0, 0, operations = 5), 1.0, LiveTotals(1_000_000_000, 0, 0, 5, 0)) shouldContainExactly
             listOf("[SUM][TX-C]   0.00-1.00   sec  0.00 Bytes  0.00 bits/sec")
-        IntervalRows("server").add(record(0.0, 1.0, 0, 0, messages = 5), 1.0, LiveTotals(1_000_000_000, 0, 0, 0, 5)) shouldContainExactly
+        IntervalRows("SUM", server = true).add(record(0.0, 1.0, 0, 0, messages = 5), 1.0, LiveTotals(1_000_000_000, 0, 0, 0, 5)) shouldContainExactly
             listOf("[SUM][RX-S]   0.00-1.00   sec  0.00 Bytes  0.00 bits/sec")
     }
 

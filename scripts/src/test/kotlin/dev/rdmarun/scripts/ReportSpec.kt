@@ -30,7 +30,9 @@ import kotlin.math.log10
 import kotlin.math.max
 import kotlin.math.min
 import kotlin.math.pow
+import kotlinx.serialization.json.JsonArray
 import kotlinx.serialization.json.JsonObject
+import kotlinx.serialization.json.JsonPrimitive
 import kotlinx.serialization.json.double
 import kotlinx.serialization.json.jsonArray
 import kotlinx.serialization.json.jsonObject
@@ -338,7 +340,7 @@ class ReportSpec : FunSpec({
         val json = File(dir, "ranks.json")
         val sample = File("../samples/alltoall.main.kts").path
         run(sample, "--loopback", "--ranks", "3", "-d", "soft0", "--set", "warmup=0", "--set", "preflight=0", "--set", "iterations=20",
-            "--set", "size=4K", "--json", json.path).statusCode shouldBe 0
+            "--set", "size=4K", "--interval", "1", "--json", json.path).statusCode shouldBe 0
         val page = File(dir, "ranks.html")
         run("report", json.path, "-o", page.path).statusCode shouldBe 0
         val runs = kotlinx.serialization.json.Json.parseToJsonElement(json.readText()).jsonObject.getValue("runs").jsonArray.map { it.jsonObject }
@@ -364,7 +366,37 @@ class ReportSpec : FunSpec({
             cell("out") shouldBe num(mine.sumOf { rate(it, "bytesSent") })
             cell("in") shouldBe num(mine.sumOf { rate(it, "bytesReceived") })
         }
-        plots(page).getValue("latency") shouldContainAll listOf("ranks.json rank 0 with rank 1 work requests", "ranks.json rank 2 with rank 1 work requests")
+        // Each pair is sampled: its intervals add up to its totals.
+        for (r in runs) {
+            val total = r.getValue("end").jsonObject.getValue("total").jsonObject
+            val intervals = r.getValue("intervals").jsonArray.map { it.jsonObject }
+            intervals.size shouldBeGreaterThanOrEqual 1
+            intervals.sumOf { it.num("bytesSent") } shouldBe total.num("bytesSent")
+            intervals.sumOf { it.num("bytesReceived") } shouldBe total.num("bytesReceived")
+        }
+        // The document sums its ranks (schema 2): each rank's pairs, and the total of the ranks.
+        val summary = kotlinx.serialization.json.Json.parseToJsonElement(json.readText()).jsonObject.getValue("ranks").jsonArray.single()
+            .jsonObject.getValue("summary").jsonObject
+        val perRank = summary.getValue("perRank").jsonArray.map { it.jsonObject }
+        perRank.map { it.num("rank").toInt() } shouldBe listOf(0, 1, 2)
+        for (t in perRank) {
+            val mine = expected.filterKeys { it.first == t.num("rank").toInt() }.values
+            t.num("bytesSent") shouldBe mine.sumOf { it.getValue("total").jsonObject.num("bytesSent") }
+            t.getValue("latency").jsonObject.num("count") shouldBe mine.sumOf { it.getValue("total").jsonObject.getValue("latency").jsonObject.num("count") }
+        }
+        summary.getValue("total").jsonObject.num("bytesSent") shouldBe perRank.sumOf { it.num("bytesSent") }
+        // Ranks overlay in the latency plot, one curve per rank (its pairs merged), instead of one per pair.
+        plots(page).getValue("latency") shouldContainAll listOf("ranks.json rank 0 work requests", "ranks.json rank 2 work requests")
+        plots(page).getValue("latency").none { it.contains(" with rank ") } shouldBe true
+        // A schema 1 document (no summary) is read too: its matrix is summed the same way, its pairs drawn one by one.
+        val old = File(dir, "old.json").apply {
+            writeText(json.readText().replaceFirst(Regex("\"schema\": 2"), "\"schema\": 1").replace(Regex("(?s),\\s*\"ranks\": \\[.*?\\n    \\]"), ""))
+        }
+        old.readText() shouldNotContain "\"perRank\""
+        val oldPage = File(dir, "old.html")
+        run("report", old.path, "-o", oldPage.path).statusCode shouldBe 0
+        elements(oldPage, "table").single { it.getAttribute("id") == "pairs-0-0" }.textContent shouldBe table.textContent
+        plots(oldPage).getValue("latency") shouldContainAll listOf("old.json rank 0 with rank 1 work requests", "old.json rank 2 with rank 1 work requests")
         // Rank 0's document under a launcher says role "rank" (more than 2 ranks): read as well.
         val launched = File(dir, "launched.json").apply { writeText(json.readText().replaceFirst(Regex("\"role\": \"loopback\""), "\"role\": \"rank\"")) }
         launched.readText() shouldContain "\"role\": \"rank\""
@@ -376,6 +408,26 @@ class ReportSpec : FunSpec({
         ).zip(listOf("end.pair.ranks is 100000; a run of ranks has 2 to 4096", "end.pair.peerRank is the run's own rank (2); a pair is two ranks"))) {
             val f = File(dir, "bad-pair.json").apply { writeText(json.readText().replace(Regex(bad.first.replace(" ", "\\s*")), bad.second)) }
             run("report", f.path, "-o", File(dir, "bad-pair.html").path).let {
+                it.statusCode shouldBe 1
+                it.stderr shouldContain sentence
+            }
+        }
+        // A summary whose total is not the sum of its ranks, or that names a rank outside the run, is refused.
+        val document = kotlinx.serialization.json.Json.parseToJsonElement(json.readText()).jsonObject
+        fun withSummary(change: (JsonObject) -> JsonObject): String {
+            val entry = document.getValue("ranks").jsonArray.single().jsonObject
+            val changed = JsonObject(entry + ("summary" to change(entry.getValue("summary").jsonObject)))
+            return JsonObject(document + ("ranks" to JsonArray(listOf(changed)))).toString()
+        }
+        fun JsonObject.with(key: String, value: kotlinx.serialization.json.JsonElement) = JsonObject(this + (key to value))
+        for ((text, sentence) in listOf(
+            withSummary { it.with("total", it.getValue("total").jsonObject.with("bytesSent", JsonPrimitive(1))) } to
+                "ranks[0].summary.total.bytesSent (1) is not the sum of the ranks'",
+            withSummary { s -> s.with("perRank", JsonArray(s.getValue("perRank").jsonArray.map { it.jsonObject.with("rank", JsonPrimitive(7)) })) } to
+                "ranks[0].summary.perRank[0].rank is 7, not a rank of 3",
+        )) {
+            val f = File(dir, "bad-summary.json").apply { writeText(text) }
+            run("report", f.path, "-o", File(dir, "bad-summary.html").path).let {
                 it.statusCode shouldBe 1
                 it.stderr shouldContain sentence
             }
@@ -395,8 +447,8 @@ class ReportSpec : FunSpec({
             it.statusCode shouldBe 1
             it.stderr shouldContain "x.json is not JSON"
         }
-        val other = File(dir, "other.json").apply { writeText("{\"schema\": 2, \"start\": {}}") }
-        run("report", other.path, "-o", File(dir, "o.html").path).stderr shouldContain "other.json is results schema 2; this rdma-run reads schema 1"
+        val other = File(dir, "other.json").apply { writeText("{\"schema\": 3, \"start\": {}}") }
+        run("report", other.path, "-o", File(dir, "o.html").path).stderr shouldContain "other.json is results schema 3; this rdma-run reads schemas 1 to 2"
         val none = File(dir, "none.json").apply { writeText("{\"runs\": []}") }
         run("report", none.path, "-o", File(dir, "n.html").path).stderr shouldContain "none.json is not a results document of rdma-run"
     }

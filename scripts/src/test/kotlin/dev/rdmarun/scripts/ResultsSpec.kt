@@ -23,7 +23,7 @@ import kotlinx.serialization.json.jsonObject
 /**
  * What a scenario run gives people to compare and plot, on soft0 in one JVM: perftest's flags
  * reaching the script as parameters, the `--set` check, `--params`, perftest's result lines, the
- * JSON document (schema 1) on success and on failure, `--json -`, intervals and `--histogram`.
+ * JSON document (schema 2) on success and on failure, `--json -`, intervals and `--histogram`.
  */
 class ResultsSpec : FunSpec({
     val dir = Files.createTempDirectory("results-spec").toFile()
@@ -140,9 +140,9 @@ class ResultsSpec : FunSpec({
         val result = run(echo.path, "--loopback", "-d", "soft0", "-n", "5", "-q", "2", "--json", "-")
         result.statusCode shouldBe 0
         val root = Json.parseToJsonElement(result.stdout).jsonObject // nothing but JSON
-        root.keys shouldBe setOf("schema", "start", "runs", "error")
+        root.keys shouldBe setOf("schema", "start", "runs", "ranks", "error")
         val doc = ResultsDocument.parse(result.stdout)
-        doc.schema shouldBe 1
+        doc.schema shouldBe 2
         doc.error.shouldBeNull()
         doc.start.role shouldBe "loopback"
         doc.start.script.sha256 shouldBe java.security.MessageDigest.getInstance("SHA-256").digest(echo.readBytes())
