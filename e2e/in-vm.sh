@@ -580,7 +580,7 @@ case_ranks_alltoall_incast() {
     for sample in alltoall incast; do
       for k in 0 1 2 3; do
         start "$sample$k" "$RDMA_RUN" "$SAMPLES/$sample.main.kts" -d "$DEV" -g "${RANK_GIDX[k]}" --timeout "$SCRIPT_TIMEOUT" \
-          --rank "$k" --ranks 4 --rendezvous "10.77.0.2:$port" "${NO_WARMUP[@]}" --set iterations=200
+          --rank "$k" --ranks 4 --rendezvous "10.77.0.2:$port" "${NO_WARMUP[@]}" --set iterations=200 --json "$case_dir/$sample.json"
       done
       for k in 0 1 2 3; do finish "$sample$k"; expect_rc "$sample$k" 0 || ok=1; done
       port=$((port + 1))
@@ -588,6 +588,10 @@ case_ranks_alltoall_incast() {
     for k in 0 1 2 3; do expect_log "alltoall$k" "alltoall: rank $k of 4 wrote to 3 ranks and checked what each wrote" || ok=1; done
     expect_log incast0 "incast: rank 0 received 2457600 bytes from 3 senders, every message checked" || ok=1
     for k in 1 2 3; do expect_log "incast$k" "incast: rank $k sent 819200 bytes to rank 0" || ok=1; done
+    # Rank 0's JSON sums each rank's 3 pairs (and the 12 in all); rank 3's its own 3.
+    [ "$(grep -c '"pairs": 3,' "$case_dir/alltoall.json")" = 4 ] && grep -q '"pairs": 12,' "$case_dir/alltoall.json" &&
+      [ "$(grep -c '"pairs": 3,' "$case_dir/alltoall.rank3.json")" = 2 ] ||
+      { why="${why:+$why; }the ranks' JSON does not sum their pairs"; ok=1; }
   else
     why=$RANK_WHY
     ok=1

@@ -103,7 +103,11 @@ internal fun ControlConnection.authenticate(local: Handshake.Credentials): Fabri
             }
             val difference = Handshake.planDifference(local.planLines, theirs.lines, remote.role)
                 ?: "the ${Handshake.sectionWords(differing)} differ"
-            throw PeerException(printable("$peerLabel runs a different scenario: $difference")).also { it.endsTheWait = true }
+            // A rank of another launcher's run is no client of this one: refused, and the wait goes on for this run's own.
+            val foreign = Handshake.otherRun(local.planLines, theirs.lines)
+            throw PeerException(printable("$peerLabel runs a different scenario: $difference")).also {
+                if (foreign) it.worthNoting = true else it.endsTheWait = true
+            }
         }
         return Handshake.fabricKey(local.token, local.fingerprint, cn, sn)
     } finally {

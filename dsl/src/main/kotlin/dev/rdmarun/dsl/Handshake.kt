@@ -133,6 +133,8 @@ internal object Handshake {
             val r = theirs[key]
             if (l == r) continue
             val name = when {
+                key == "setting $RUN_SETTING" ->
+                    return "the launchers' runs differ (job ${l ?: "none"} here, ${r ?: "none"} $on): is another run using the rendezvous port?"
                 key.startsWith("parameter ") -> "--set " + key.removePrefix("parameter ")
                 key.startsWith("setting ") -> "the setting " + key.removePrefix("setting ")
                 key.startsWith("script ") -> return "the scripts differ (SHA-256 ${l?.take(12) ?: "none"} here, ${r?.take(12) ?: "none"} $on)"
@@ -145,6 +147,12 @@ internal object Handshake {
             }
         }
         return if (local == remote) null else "the plans' formats differ: use the same rdma-run version on both sides"
+    }
+
+    /** Whether two plans name different launcher runs ([Ranks.run]): the peer belongs to another run. */
+    fun otherRun(local: List<String>, remote: List<String>): Boolean {
+        fun run(lines: List<String>) = lines.firstOrNull { it.startsWith("setting $RUN_SETTING=") }
+        return run(local) != run(remote)
     }
 
     private val SECTION_WORDS = mapOf("settings" to "shared settings", "parameters" to "--set parameters", "script" to "scripts")

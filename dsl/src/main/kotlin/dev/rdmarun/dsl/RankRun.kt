@@ -109,7 +109,7 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
      * and that every rank runs the same number of ranks, parameters and script.
      */
     private fun credentials(secret: ControlToken): Handshake.Credentials {
-        val lines = listOf(FORMAT, "setting ranks=$ranks") + options.parameters.toSortedMap().map { (k, v) -> "parameter $k=$v" } +
+        val lines = listOf(FORMAT, "setting ranks=$ranks") + listOfNotNull(place.run?.let { "setting $RUN_SETTING=$it" }) + options.parameters.toSortedMap().map { (k, v) -> "parameter $k=$v" } +
             listOfNotNull(options.scenarioSource?.let { "script sha256=${Fingerprint.sha256(it)}" })
         return Handshake.Credentials(if (rank == 0) Role.SERVER else Role.CLIENT, Fingerprint.sha256(lines.joinToString("") { it + "\n" }),
             Fingerprint.sections(lines), lines, secret)
@@ -188,5 +188,8 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
 
 /** What rdmaRanks { } says when it is not told which rank it is. */
 internal const val NO_RANKS =
-    "rdmaRanks { } does not know this process's rank: run it under mpirun, mpiexec or srun, with --rank K --ranks N --rendezvous HOST:PORT, " +
-        "with --listen/--peer (2 ranks), or pass RdmaOptions(ranks = Ranks(...))"
+    "rdmaRanks { } does not know this process's rank: run it under mpirun, mpiexec or srun with 2 ranks or more (one process alone " +
+        "is no run of ranks), with --rank K --ranks N --rendezvous HOST:PORT, with --listen/--peer (2 ranks), or pass RdmaOptions(ranks = Ranks(...))"
+
+/** The rendezvous plan's line naming the launcher's run ([Ranks.run]): ranks of two runs differ there. */
+internal const val RUN_SETTING = "launcher-run"

@@ -55,7 +55,7 @@ internal class RankTeam private constructor(
     @Volatile
     private var lastSeq = -1
 
-    /** "rank 3 (host 10.0.0.3, pid 4242)"; this rank's own host is left out of rank 0's sentences. */
+    /** "rank 3 (host 10.0.0.3, pid 4242)". */
     fun describe(r: Int): String = "rank $r (" + (if (hosts[r].isEmpty()) "" else "host ${printable(hosts[r], 80)}, ") + "pid ${pids[r]})"
 
     /** The pair scenario's peer: this rank listens for a higher rank, connects to a lower one. */
@@ -217,7 +217,8 @@ internal class RankTeam private constructor(
                             }
                         }
                         rendezvous.close()
-                        val hosts = List(ranks.size) { r -> if (r == 0) "" else hellos.getValue(r).first.remoteHost }
+                        // Rank 0's own: the address the ranks reached (its failure, told to them, names it as theirs do).
+                        val hosts = List(ranks.size) { r -> if (r == 0) hellos.getValue(1).first.localHost else hellos.getValue(r).first.remoteHost }
                         val pids = List(ranks.size) { r -> if (r == 0) pid else hellos.getValue(r).second.pid }
                         for ((r, entry) in hellos) {
                             val (c, _) = entry

@@ -11,7 +11,19 @@ import kotlinx.serialization.Serializable
  * [localRank] is the process's rank among the ranks on its host, where the launcher says it
  * (`OMPI_COMM_WORLD_LOCAL_RANK`, `MPI_LOCALRANKID`, `SLURM_LOCALID`), else null.
  */
-public data class Ranks(val rank: Int, val size: Int, val rendezvous: Peer, val localRank: Int? = null) {
+public data class Ranks(
+    val rank: Int,
+    val size: Int,
+    val rendezvous: Peer,
+    val localRank: Int? = null,
+    /**
+     * The launcher's name for this run (its job: Open MPI's `PMIX_NAMESPACE`, Slurm's
+     * `SLURM_JOB_ID.SLURM_STEP_ID`), or null: the ranks compare it at the rendezvous, so a rank of
+     * another run that reaches the same port is refused with a sentence saying so, rather than
+     * taken for one of this run's.
+     */
+    val run: String? = null,
+) {
     init {
         require(size in 2..MAX_RANKS) { "a run of ranks has 2..$MAX_RANKS ranks, not $size" }
         require(rank in 0 until size) { "rank $rank is not one of the $size ranks 0..${size - 1}" }

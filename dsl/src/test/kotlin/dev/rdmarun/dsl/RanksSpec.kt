@@ -187,6 +187,20 @@ class RanksSpec : FunSpec({
         outcomes.first.exceptionOrNull()!!.message!! shouldContain "no client completed the hello"
     }
 
+    test("a rank of another launcher's run at the rendezvous port is refused with a sentence saying so") {
+        val port = freePort()
+        val outcomes = coroutineScope {
+            val short = SettingsOverrides(device = "soft0", timeout = 3.seconds)
+            fun of(rank: Int, run: String) = options(rank, 2, port).let { it.copy(overrides = short, ranks = it.ranks!!.copy(run = run)) }
+            val zero = async(Dispatchers.IO) { runCatching { RankRun(of(0, "1300430849"), false, null).run { allToAll(exchange) } } }
+            val other = async(Dispatchers.IO) { runCatching { RankRun(of(1, "1300430850"), false, null).run { allToAll(exchange) } } }
+            zero.await() to other.await()
+        }
+        outcomes.second.exceptionOrNull()!!.message!! shouldContain
+            "the launchers' runs differ (job 1300430850 here, 1300430849 on the server): is another run using the rendezvous port?"
+        outcomes.first.exceptionOrNull()!!.message!! shouldContain "no client completed the hello"
+    }
+
     test("--check plans the first pair, up to its connect, and stops the run there: nobody is met") {
         var after = false
         val plans = mutableListOf<ScenarioPlan>()

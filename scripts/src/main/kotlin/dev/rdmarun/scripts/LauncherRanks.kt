@@ -4,9 +4,13 @@ package dev.rdmarun.scripts
  * This process's place in a run of several ranks: its [rank] of [ranks], as [launcher] numbers
  * them. [rendezvousHost] is where rank 0 runs when the launcher says so (Slurm's first node; the
  * loopback address when every rank is on this host), else null. [localRank]: its rank among the
- * ranks on its host, where the launcher says it.
+ * ranks on its host, where the launcher says it. [run]: the launcher's job (Open MPI's and PMIx's
+ * `PMIX_NAMESPACE`, Slurm's `SLURM_JOB_ID.SLURM_STEP_ID`; Hydra exports none), which the ranks
+ * compare at the rendezvous, so that a rank of another run sharing the port is refused.
  */
-data class RankPlace(val rank: Int, val ranks: Int, val launcher: String, val rendezvousHost: String?, val localRank: Int? = null) {
+data class RankPlace(val rank: Int, val ranks: Int, val launcher: String, val rendezvousHost: String?, val localRank: Int? = null,
+                     /** The launcher's name for this run (its job), which every rank shares; null where it has none. */
+                     val run: String? = null) {
     init {
         require(ranks >= 1 && rank in 0 until ranks) { "rank $rank is not one of 0..${ranks - 1}" }
     }
@@ -27,14 +31,16 @@ object LauncherRanks {
 
     /** One launcher's variables; [size], [localSize], [localRank] and [nodes] are null where it has none. */
     private class Launcher(val name: String, val rank: String, val size: String?, val localSize: String?, val localRank: String?,
-                           val nodes: String? = null, val needs: String? = null)
+                           val nodes: String? = null, val needs: String? = null, val job: (env: (String) -> String?) -> String? = { null })
 
     private val LAUNCHERS = listOf(
-        Launcher("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+        Launcher("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+            job = { env -> env("PMIX_NAMESPACE") ?: env("OMPI_MCA_ess_base_jobid") }),
         Launcher("MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "MPI_LOCALRANKID"),
-        Launcher("PMIx", "PMIX_RANK", null, null, null),
+        Launcher("PMIx", "PMIX_RANK", null, null, null, job = { env -> env("PMIX_NAMESPACE") }),
         // SLURM_PROCID is also set in a batch script, which is not a step of tasks: only srun's steps count.
-        Launcher("Slurm", "SLURM_PROCID", "SLURM_NTASKS", null, "SLURM_LOCALID", nodes = "SLURM_STEP_NODELIST", needs = "SLURM_STEP_ID"),
+        Launcher("Slurm", "SLURM_PROCID", "SLURM_NTASKS", null, "SLURM_LOCALID", nodes = "SLURM_STEP_NODELIST", needs = "SLURM_STEP_ID",
+            job = { env -> env("SLURM_JOB_ID")?.let { job -> "$job.${env("SLURM_STEP_ID")}" } }),
     )
 
     /** What one launcher said. */
@@ -62,8 +68,12 @@ object LauncherRanks {
         val size = said.firstNotNullOfOrNull { it.size }
             ?: throw IllegalArgumentException("${first.launcher.rank} gives this process's rank but no variable gives the number of ranks: give --ranks N")
         require(first.rank < size) { "${first.text()}: a rank must be below the number of ranks, $size" }
-        return RankPlace(first.rank, size, first.launcher.name, said.firstNotNullOfOrNull { it.host }, said.firstNotNullOfOrNull { it.localRank })
+        return RankPlace(first.rank, size, first.launcher.name, said.firstNotNullOfOrNull { it.host }, said.firstNotNullOfOrNull { it.localRank },
+            first.launcher.job(env)?.let { job -> job.filter { it.isLetterOrDigit() || it in "._:-" }.take(MAX_RUN).ifEmpty { null } })
     }
+
+    /** Characters of a launcher's job name kept (they are shown to the other ranks in a sentence). */
+    private const val MAX_RUN = 64
 
     private fun read(l: Launcher, env: (String) -> String?): Said? {
         val rankText = env(l.rank) ?: return null

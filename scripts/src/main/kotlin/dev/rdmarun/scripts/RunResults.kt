@@ -75,7 +75,7 @@ internal class RunResults(
         synchronized(runs) {
             ranks.gathered.filter { it.pair?.rank != ranks.rank }.forEach { runs += ResultsRun(it.role.label, runLabel, end = it) }
         }
-        if (sweep == null) say(ranks.table(gbits))
+        say((if (sweep != null) runLabel?.let { "$it: " } ?: "" else "") + ranks.table(gbits))
     }
 
     /** [ranks]' summary joins the JSON's `ranks` (the pair results are in the document already: `--loopback --ranks`). */
@@ -86,8 +86,10 @@ internal class RunResults(
     /** Prints a side's results: its table, or under -a its row of the sweep's table ([deferServer]: --loopback's server line waits for the table). */
     fun show(run: ResultsRun, deferServer: Boolean) {
         val s = sweep
-        if (s != null) s.ended(run, runLabel ?: "", deferServer)
-        else say(run.end.table(gbits = gbits, peakBytesPerSecond = run.bwPeakBytesPerSecond, title = scriptName))
+        // -a's one table is perftest's two-peer sweep: a pair of a run of ranks prints its own table, its size in the title.
+        if (s != null && run.end.pair == null) s.ended(run, runLabel ?: "", deferServer)
+        else say(run.end.table(gbits = gbits, peakBytesPerSecond = run.bwPeakBytesPerSecond,
+            title = scriptName + (if (s != null) run.label?.let { " ($it)" } ?: "" else "")))
     }
 
     companion object {
@@ -132,7 +134,9 @@ internal class RunResults(
                 (if (file.extension.isEmpty()) "" else ".${file.extension}"))
             try {
                 PrintStream(target.outputStream(), false, Charsets.UTF_8).use { out ->
-                    out.println("# rdma-run $scriptName: ${run.role}${run.label?.let { " ($it)" } ?: ""}, latency $name" +
+                    // A pair of a run of ranks is named by its ranks: its role alone would not tell it from the others.
+                    val who = run.end.pair?.let { PairSamplers.label(it) } ?: run.role
+                    out.println("# rdma-run $scriptName: $who${run.label?.let { " ($it)" } ?: ""}, latency $name" +
                         (if (latency.roundTrip) " one way (half of each round trip)" else "") + ", microseconds")
                     // Values are nanoseconds: /1000 gives microseconds, /2000 one way of a round trip.
                     LatencySummary.decode(encoded).outputPercentileDistribution(out, if (latency.roundTrip) 2000.0 else 1000.0)

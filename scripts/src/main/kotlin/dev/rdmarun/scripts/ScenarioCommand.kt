@@ -189,7 +189,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val jsonTarget = json?.let { t -> t.file?.let { JsonTarget(RunResults.ofRank(it, rank)) } ?: t }
         val histogramFile = histogram?.let { RunResults.ofRank(it, rank) }
         if (rank != 0 && !check) listOfNotNull(jsonTarget?.file?.let { "--json" to it }, histogramFile?.let { "--histogram" to it }).forEach { (o, f) ->
-            say("rdma-run ${script.name}: rank $rank writes $o to $f (rank 0's file holds every rank's pairs)", err = true)
+            say("rdma-run ${script.name}: rank $rank writes $o to $f (rank 0's file holds its own runs, and every rank's pairs of an rdmaRanks)", err = true)
         }
         results = RunResults(script.name, perftest.reportGbits, json = jsonTarget,
             histogram = histogramFile, sweep = if (perftest.all && !check) SweepOutput(script.name, perftest.reportGbits) { say(it) } else null,
@@ -255,7 +255,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val peer = rankOptions.peer(place, tcpPort)
         val what = if (place.ranks == 2) "the ${peer.role.label}, $peer" else if (peer is Peer.Listen) "the rendezvous, $peer" else "rendezvous: $peer"
         say("rdma-run ${script.name}: rank ${place.rank} of ${place.ranks} (${place.launcher}): $what", err = true)
-        return Mode.Side(peer, peer.toString(), namesPort = true, ranks = Ranks(place.rank, place.ranks, peer, place.localRank))
+        return Mode.Side(peer, peer.toString(), namesPort = true, ranks = Ranks(place.rank, place.ranks, peer, place.localRank, place.run))
     }
 
     /** `--token`, `--no-token`, or null for the per-user secret (the DSL's default). */
@@ -425,7 +425,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val options = if (System.getProperty(SoftTransport.PROPERTY) == null) given.withSoftTransport(SoftTransport.MEMORY) else given
         val port = tcpPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         val ranks = rankOptions.loopbackRanks // --loopback --ranks N: N ranks of a run, each on a thread of this JVM
-        var summary: String? = null // rank 0's table of every pair
+        val summaries = ArrayList<String>() // rank 0's table of every pair, one per rdmaRanks (per size of -a)
         var ranRanks = false // an rdmaRanks ended (a rank may have had no pair); read after the joins
         val sides = if (ranks == null) {
             listOf(Peer.listen(port, "127.0.0.1"), Peer.connect("127.0.0.1", port))
@@ -448,7 +448,11 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                             // Every rank's pairs are this JVM's already: rank 0's summary only.
                             evaluate(host, compiled, side.options(options).copy(monitor = side.monitor, pairMonitors = pairs::monitor),
                                 onRanks = { ranks ->
-                                    if (ranks.gathered.isNotEmpty()) summary = ranks.table(perftest.reportGbits).also { results.summed(ranks) }
+                                    if (ranks.gathered.isNotEmpty()) {
+                                        results.summed(ranks)
+                                        val label = results.runLabel?.takeIf { results.sweep != null }?.let { "$it: " } ?: ""
+                                        synchronized(summaries) { summaries += label + ranks.table(perftest.reportGbits) }
+                                    }
                                     ranRanks = true
                                 }) { result ->
                                 val run = results.ended(result, result.pair?.let { pairs.sampler(it) } ?: sampler)
@@ -467,7 +471,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         interruption().check()
         results.sweep?.lastLine = null
         sides.forEach { side -> side.results.forEach { results.show(it, deferServer = true) } }
-        summary?.let { say(it) }
+        summaries.forEach { say(it) }
         val failed = sides.filter { it.failure != null }
         if (failed.isNotEmpty()) {
             for (side in failed) {

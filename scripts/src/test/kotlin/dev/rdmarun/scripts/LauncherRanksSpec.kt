@@ -25,6 +25,15 @@ class LauncherRanksSpec : FunSpec({
             RankPlace(2, 4, "Slurm", "node07")
     }
 
+    test("the launcher's job names the run, kept to a short plain name; Hydra exports none") {
+        place("OMPI_COMM_WORLD_RANK" to "1", "OMPI_COMM_WORLD_SIZE" to "2", "PMIX_NAMESPACE" to "1300430849")!!.run shouldBe "1300430849"
+        place("OMPI_COMM_WORLD_RANK" to "1", "OMPI_COMM_WORLD_SIZE" to "2", "OMPI_MCA_ess_base_jobid" to "77")!!.run shouldBe "77"
+        place("SLURM_PROCID" to "2", "SLURM_NTASKS" to "4", "SLURM_STEP_ID" to "3", "SLURM_JOB_ID" to "1042")!!.run shouldBe "1042.3"
+        place("PMI_RANK" to "0", "PMI_SIZE" to "2")!!.run shouldBe null
+        place("PMIX_RANK" to "0", "OMPI_COMM_WORLD_SIZE" to "2", "OMPI_COMM_WORLD_RANK" to "0",
+            "PMIX_NAMESPACE" to "job\u001b[2J;" + "x".repeat(100))!!.run shouldBe "job2J" + "x".repeat(59)
+    }
+
     test("the local rank, where the launcher gives it, checked against the ranks on the host") {
         place("OMPI_COMM_WORLD_RANK" to "3", "OMPI_COMM_WORLD_SIZE" to "4", "OMPI_COMM_WORLD_LOCAL_SIZE" to "2",
             "OMPI_COMM_WORLD_LOCAL_RANK" to "1")!!.localRank shouldBe 1

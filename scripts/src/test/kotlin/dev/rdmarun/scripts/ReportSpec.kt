@@ -340,7 +340,11 @@ class ReportSpec : FunSpec({
         val json = File(dir, "ranks.json")
         val sample = File("../samples/alltoall.main.kts").path
         run(sample, "--loopback", "--ranks", "3", "-d", "soft0", "--set", "warmup=0", "--set", "preflight=0", "--set", "iterations=20",
-            "--set", "size=4K", "--interval", "1", "--json", json.path).statusCode shouldBe 0
+            "--set", "size=4K", "--interval", "1", "--json", json.path, "--histogram", File(dir, "ranks.hgrm").path).statusCode shouldBe 0
+        // Each pair's histogram file is named by its pair in its first line.
+        val headers = dir.listFiles { f -> f.name.startsWith("ranks") && f.name.endsWith(".hgrm") }!!.map { it.readLines().first() }
+        headers.size shouldBe 6
+        headers.map { Regex("rank \\d with rank \\d").find(it)!!.value }.toSet().size shouldBe 6
         val page = File(dir, "ranks.html")
         run("report", json.path, "-o", page.path).statusCode shouldBe 0
         val runs = kotlinx.serialization.json.Json.parseToJsonElement(json.readText()).jsonObject.getValue("runs").jsonArray.map { it.jsonObject }
