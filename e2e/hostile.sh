@@ -28,7 +28,7 @@ CASES=(soft0_forge soft0_flood loopback_no_listener control_drip_server control_
        script_empty script_no_rdma script_binary script_not_utf8 script_many_errors script_exception script_system_exit
        script_busy_interrupted cache_planted_jar cache_open_folder cache_scripts_link
        control_echo_intro control_replay soft0_observer soft0_flood_first launcher_disagree rank_killed
-       rendezvous_strays)
+       rendezvous_strays rendezvous_other_run)
 
 # For the attacks on a waiting server: its listener exists before connect's pre-flight (up to 10 s),
 # and a connection made meanwhile waits in its backlog for the server's first bytes, longer than an
@@ -690,6 +690,29 @@ case_rendezvous_strays() {
   expect_log rank0 "] rank 0 with rank 2" || ok=1
   expect_log rank0 "][TX-S]" || ok=1
   note "rank 0: $(grep -m1 -o 'closed [0-9]* stray connections*' "$case_dir/rank0.log")"
+  return $ok
+}
+
+# Two Open MPI jobs share a rendezvous port: job 111's rank 0 and 1 wait there when job 222's
+# rank 2 arrives. It is refused with a sentence naming both jobs, job 111's rank 0 counts it and
+# keeps waiting, and job 111's own rank 2 completes the run.
+case_rendezvous_other_run() {
+  local port=18792 ok=0 k
+  local args=("$root/samples/alltoall.main.kts" -d soft0 --timeout 60s -p "$port" "${NO_PREFLIGHT[@]}" --set iterations=100)
+  local of=(OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_LOCAL_SIZE=3)
+  start rank0 env "${of[@]}" PMIX_NAMESPACE=111 OMPI_COMM_WORLD_RANK=0 "$RDMA_RUN" "${args[@]}"
+  wait_listen "$port" rank0 || return 1
+  start rank1 env "${of[@]}" PMIX_NAMESPACE=111 OMPI_COMM_WORLD_RANK=1 "$RDMA_RUN" "${args[@]}"
+  run other env "${of[@]}" PMIX_NAMESPACE=222 OMPI_COMM_WORLD_RANK=2 "$RDMA_RUN" "${args[@]}"
+  start rank2 env "${of[@]}" PMIX_NAMESPACE=111 OMPI_COMM_WORLD_RANK=2 "$RDMA_RUN" "${args[@]}"
+  for k in 0 1 2; do
+    finish "rank$k"
+    expect_rc "rank$k" 0 || ok=1
+  done
+  expect_rc other 1 || ok=1
+  expect_log other "the launchers' runs differ (job 222 here, 111 on the server): is another run using the rendezvous port?" || ok=1
+  expect_log rank0 "refused a connection (a rank at 127.0.0.1:" || ok=1
+  expect_log rank0 "ranks: 3, 6 pair results gathered on rank 0" || ok=1
   return $ok
 }
 

@@ -136,7 +136,7 @@ internal object ControlServer {
                         } else {
                             val say = !dropped && e is PeerException && e.worthNoting && synchronized(lock) { notes++ < MAX_REFUSAL_NOTES }
                             stray(c, if (dropped) "${c.peerLabel} was still in its hello when the server closed it" else e.message)
-                            if (say) note("refused a connection (${printable(e.message.orEmpty())}); still waiting for the client")
+                            if (say) note("refused a connection (${printable(e.message.orEmpty())}); still waiting for ${if (count == 1) "the client" else "the others"}")
                         }
                     }
                 }
