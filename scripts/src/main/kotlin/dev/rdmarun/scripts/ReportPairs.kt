@@ -25,7 +25,8 @@ internal object ReportPairs {
             input.document.runs.filter { it.end.pair != null }.groupBy { it.label }.entries.forEachIndexed { l, (label, runs) ->
                 val results = runs.map { it.end }
                 // The document's own summary of these runs (schema 2); a schema 1 document's is summed here, the same way.
-                val summary = input.document.ranks.firstOrNull { it.label == label }?.summary
+                // Two rdmaRanks of one label (a script that runs two) have one matrix: their summaries are summed anew then.
+                val summary = input.document.ranks.singleOrNull { it.label == label }?.summary
                     ?: RanksSummary.of(results.maxOf { it.pair!!.ranks }, results, results.map { it.pair!!.rank }.distinct().sorted())
                 matrix("pairs-$d-$l", input.name + (label?.let { " $it" } ?: ""), RanksSummary.pairRates(results), summary)
             }

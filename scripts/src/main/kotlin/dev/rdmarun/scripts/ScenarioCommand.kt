@@ -439,8 +439,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
         say("rdma-run ${script.name}: loopback: ${ranks?.let { "$it ranks" } ?: "server and client"} in this JVM on ${device ?: defaultDevice()}, " +
             "${if (ranks == null) "control connection" else "rendezvous"} over 127.0.0.1:$port", err = true)
-        val pairs = pairSamplers()
-        pairs.use { withProgress(sides.map { it.label to it.monitor }, options.parameters) {
+        pairSamplers().use { pairs -> withProgress(sides.map { it.label to it.monitor }, options.parameters) {
             for (side in sides) {
                 side.thread = Thread.ofPlatform().name("rdma-run-${side.label}-script").start {
                     side.failure = sampler(side.label, side.monitor).use { sampler ->
