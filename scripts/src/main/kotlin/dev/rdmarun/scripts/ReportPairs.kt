@@ -1,6 +1,7 @@
 package dev.rdmarun.scripts
 
 import dev.rdmarun.dsl.PairRate
+import dev.rdmarun.dsl.PerftestFormat
 import dev.rdmarun.dsl.RanksSummary
 import dev.rdmarun.scripts.ReportPage.esc
 import java.util.Locale
@@ -70,7 +71,7 @@ internal object ReportPairs {
         append("</table>\n")
     }
 
-    private fun mbps(bytesPerSecond: Double) = bytesPerSecond / (1 shl 20)
+    private fun mbps(bytesPerSecond: Double) = PerftestFormat.rate(bytesPerSecond, gbits = false)
 
     private fun num(x: Double): String = String.format(Locale.ROOT, "%.2f", x)
 }

@@ -310,8 +310,16 @@ object ResultsReader {
             run.end.qps.forEachIndexed { i, t -> checkTraffic(end.child("qps").element(i), t) }
             checkTraffic(end.child("total"), run.end.total)
             // What the page plots: the work requests' latency and each section's, sections in name order.
-            val latencies = listOfNotNull(run.end.total.latency?.let { Triple("work requests", end.child("total").child("latency"), it) }) +
-                run.end.sections.toSortedMap().map { (name, l) -> Triple(name, end.child("sections").entry(name), l) }
+            return curves(end.child("total").child("latency"), run.end.total.latency, end.child("sections"), run.end.sections)
+        }
+
+        /**
+         * The work requests' latency [workRequests] (at [latencyAt]) and each of [sections] (at
+         * [sectionsAt]), checked, as the page's curves: work requests first, then sections by name.
+         */
+        fun curves(latencyAt: Field, workRequests: LatencySummary?, sectionsAt: Field, sections: Map<String, LatencySummary>): List<LatencyCurve> {
+            val latencies = listOfNotNull(workRequests?.let { Triple("work requests", latencyAt, it) }) +
+                sections.toSortedMap().map { (name, l) -> Triple(name, sectionsAt.entry(name), l) }
             return latencies.mapNotNull { (name, a, l) ->
                 checkLatency(a, l)
                 curve(a.child("histogram"), l)?.let { LatencyCurve(name, l.roundTrip, it) }
@@ -352,12 +360,7 @@ object ResultsReader {
             notNegative(at, "pairs" to t.pairs, "bytesSent" to t.bytesSent, "bytesReceived" to t.bytesReceived, "operations" to t.operations,
                 "messagesReceived" to t.messagesReceived, "sentBytesPerSecond" to t.sentBytesPerSecond,
                 "receivedBytesPerSecond" to t.receivedBytesPerSecond)
-            val latencies = listOfNotNull(t.latency?.let { Triple("work requests", at.child("latency"), it) }) +
-                t.sections.toSortedMap().map { (name, l) -> Triple(name, at.child("sections").entry(name), l) }
-            return latencies.mapNotNull { (name, a, l) ->
-                checkLatency(a, l)
-                curve(a.child("histogram"), l)?.let { LatencyCurve(name, l.roundTrip, it) }
-            }
+            return curves(at.child("latency"), t.latency, at.child("sections"), t.sections)
         }
 
         /** A pair of a run of ranks: the page draws a row and a column per rank. */
