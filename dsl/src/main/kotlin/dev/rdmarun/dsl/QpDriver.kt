@@ -37,7 +37,7 @@ import kotlinx.coroutines.Job
  * their scope ([QpLoopHost], [loop], to which this class delegates [LoopHost]).
  */
 internal class QpDriver private constructor(private val session: Session, val engine: QpEngine, private val loop: QpLoopHost) :
-    QpScope, QpEngine.Listener, LoopHost by loop {
+    QpScope(), QpEngine.Listener, LoopHost by loop {
     constructor(session: Session, engine: QpEngine) : this(session, engine, QpLoopHost(session, engine, engine.index(), QpCounters(engine.stats())))
 
     override val index: Int = engine.index()
@@ -76,14 +76,6 @@ internal class QpDriver private constructor(private val session: Session, val en
     override val isClient: Boolean get() = session.role == Role.CLIENT
     override fun param(name: String, default: String) = session.parameter(name) ?: default
 
-    override suspend fun server(block: suspend QpScope.() -> Unit) {
-        if (isServer) block()
-    }
-
-    override suspend fun client(block: suspend QpScope.() -> Unit) {
-        if (isClient) block()
-    }
-
     override fun buffer(i: Int): MemorySegment {
         val s = session.settings
         if (i !in 0 until s.bufferCount) throw ScenarioException("buffer($i) on QP $index is outside 0..${s.bufferCount - 1} (bufferCount ${s.bufferCount})")
@@ -92,13 +84,13 @@ internal class QpDriver private constructor(private val session: Session, val en
 
     // ---- posting ----
 
-    private fun stopped() {
+    override fun checkNotStopped() {
         session.failure?.let { throw it }
     }
 
     /** Posts, or parks until the engine can take it; the fast path is not a coroutine frame (nothing allocated). */
-    private suspend fun post(kind: OpKind, size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long, imm: Int, a: Long, b: Long) {
-        stopped()
+    override suspend fun post(kind: OpKind, size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long, imm: Int, a: Long, b: Long) {
+        checkNotStopped()
         val seq = engine.post(kind, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, a, b)
         if (seq > 0) return
         return postAfterWaiting(kind, seq, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, a, b)
@@ -119,7 +111,7 @@ internal class QpDriver private constructor(private val session: Session, val en
             } else {
                 awaitRoom(kind, blocked)
             }
-            stopped()
+            checkNotStopped()
             val seq = engine.post(kind, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, a, b)
             if (seq > 0) return
             blocked = seq
@@ -136,8 +128,6 @@ internal class QpDriver private constructor(private val session: Session, val en
         }
     }
 
-    override suspend fun send(size: Int, buffer: Int) = post(OpKind.SEND, size, buffer, index, 0, 0, 0, 0, 0)
-
     /** Parks until work request [seq], which uses [buffer], has completed (not marked awaited: the script still awaits it). */
     private suspend fun awaitWork(seq: Long, buffer: Int): Unit = suspendCoroutineUninterceptedOrReturn { c ->
         engine.requestCompletionOf(seq)
@@ -145,42 +135,24 @@ internal class QpDriver private constructor(private val session: Session, val en
         wait.park(c, BUFFER, seq)
     }
 
-    override suspend fun send(payload: ByteArray, buffer: Int) {
+    override suspend fun copyWhenFree(payload: ByteArray, buffer: Int) {
         val target = buffer(buffer)
         if (payload.size > target.byteSize()) {
             throw ScenarioException("send(payload) of ${payload.size} bytes on QP $index is larger than bufferSize ${target.byteSize()}")
         }
-        stopped()
+        checkNotStopped()
         // A message given as bytes is a value: the copy waits until no posted work uses the buffer.
         val busy = engine.localWriteBusyUntil(buffer)
         if (busy != 0L) awaitWork(busy, buffer)
         MemorySegment.copy(payload, 0, target, ValueLayout.JAVA_BYTE, 0, payload.size)
-        post(OpKind.SEND, payload.size, buffer, index, 0, 0, 0, 0, 0)
     }
-
-    override suspend fun sendWithImm(imm: Int, size: Int, buffer: Int) = post(OpKind.SEND_WITH_IMM, size, buffer, index, 0, 0, imm, 0, 0)
-
-    override suspend fun write(size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long) =
-        post(OpKind.WRITE, size, buffer, remoteQp, remoteBuffer, remoteOffset, 0, 0, 0)
-
-    override suspend fun writeWithImm(imm: Int, size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long) =
-        post(OpKind.WRITE_WITH_IMM, size, buffer, remoteQp, remoteBuffer, remoteOffset, imm, 0, 0)
-
-    override suspend fun read(size: Int, buffer: Int, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long) =
-        post(OpKind.READ, size, buffer, remoteQp, remoteBuffer, remoteOffset, 0, 0, 0)
-
-    override suspend fun compareAndSwap(compare: Long, swap: Long, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long, buffer: Int) =
-        post(OpKind.COMPARE_AND_SWAP, 8, buffer, remoteQp, remoteBuffer, remoteOffset, 0, compare, swap)
-
-    override suspend fun fetchAndAdd(add: Long, remoteQp: Int, remoteBuffer: Int, remoteOffset: Long, buffer: Int) =
-        post(OpKind.FETCH_AND_ADD, 8, buffer, remoteQp, remoteBuffer, remoteOffset, 0, add, 0)
 
     // ---- completions ----
 
     override val outstanding: Int get() = engine.outstanding()
 
     override suspend fun awaitCompletion(): Completion {
-        stopped()
+        checkNotStopped()
         val seq = engine.nextToAwait()
         if (seq == 0L) throw ScenarioException("awaitCompletion() on QP $index: no work request is outstanding (each one posted was awaited already)")
         if (engine.takeCompletion(seq, taken)) return completion()
@@ -188,25 +160,11 @@ internal class QpDriver private constructor(private val session: Session, val en
         return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, COMPLETION, seq) }
     }
 
-    override suspend fun awaitCompletions(n: Int): List<Completion> {
-        if (n < 0) throw ScenarioException("awaitCompletions($n) on QP $index: n cannot be negative")
-        stopped()
-        val outstanding = engine.outstanding()
-        if (n > outstanding) {
-            throw ScenarioException("awaitCompletions($n) on QP $index: only $outstanding work request${if (outstanding == 1) " is" else "s are"} " +
-                "outstanding (posted and not awaited yet)")
-        }
-        if (n == 0) return emptyList()
-        val all = ArrayList<Completion>(n)
-        for (i in 0 until n) all.add(awaitCompletion())
-        return all
-    }
-
     override suspend fun awaitAll() = awaitThrough(COMPLETED_ALL)
 
     /** Waits until everything posted so far has completed. */
     private suspend fun awaitThrough(kind: Int) {
-        stopped()
+        checkNotStopped()
         val target = engine.posted()
         if (engine.takeCompletion(target, null)) return
         engine.requestCompletionOf(target)
@@ -245,7 +203,7 @@ internal class QpDriver private constructor(private val session: Session, val en
     // ---- receiving ----
 
     override suspend fun receive(copyPayload: Boolean): Message {
-        stopped()
+        checkNotStopped()
         receiveCopies = copyPayload
         if (engine.hasMessage()) return takeMessage()
         return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, MESSAGE, 0) }
@@ -267,6 +225,8 @@ internal class QpDriver private constructor(private val session: Session, val en
     }
 
     override suspend fun <T> measure(name: String, block: suspend () -> T): T = section(name, roundTrip = false, block)
+
+    override fun recordSection(name: String, nanos: Long, roundTrip: Boolean) = counters.recordSection(name, nanos, roundTrip)
 
     /** Times [block] as section [name], with the bytes the work requests posted inside it. */
     private suspend inline fun <T> section(name: String, roundTrip: Boolean, block: suspend () -> T): T {

@@ -146,7 +146,7 @@ public class JavaScenario internal constructor(private val s: ScenarioScope, thr
                     try {
                         block.accept(JavaQp(qp, thread))
                     } catch (e: Throwable) {
-                        (s as? Scenario)?.abort(e) // the other QPs' threads may wait in an operation
+                        s.abort(e) // the other QPs' threads may wait in an operation
                         throw e
                     }
                 }
@@ -216,7 +216,7 @@ public class JavaQp internal constructor(private val q: QpScope, thread: Corouti
         val result = block.get()
         val nanos = System.nanoTime() - t0
         // The block ran here, not on the scenario's thread, which alone writes the QP's counters.
-        on(thread) { (q as QpDriver).counters.recordSection(name, nanos, roundTrip) }
+        on(thread) { q.recordSection(name, nanos, roundTrip) }
         return result
     }
 

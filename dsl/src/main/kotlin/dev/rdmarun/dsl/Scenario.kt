@@ -21,7 +21,7 @@ import kotlinx.coroutines.withContext
  * operations go to the QPs' drivers from then on.
  */
 internal class Scenario(private val options: RdmaOptions, private val checkOnly: Boolean, private val pairing: Pairing? = null) :
-    ScenarioScope, LoopHost {
+    ScenarioScope(), LoopHost {
     private var settings = ScenarioSettings()
     private var session: Session? = null
     private var connectCalled = false
@@ -156,28 +156,13 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         get() = options.peer ?: options.ranks?.let { throw ScenarioException(twoPeerScenarioInRanks(it)) }
             ?: if (checkOnly) PLACEHOLDER_PEER else throw ScenarioException(NO_PEER)
 
-    override suspend fun server(block: suspend ScenarioScope.() -> Unit) {
-        if (isServer) block()
-    }
-
-    override suspend fun client(block: suspend ScenarioScope.() -> Unit) {
-        if (isClient) block()
-    }
-
     // ---- settings ----
 
-    private fun setting(call: String, change: (ScenarioSettings) -> ScenarioSettings) {
+    override fun setting(call: String, sizeGiven: Boolean, change: (ScenarioSettings) -> ScenarioSettings) {
         if (connectCalled) throw ScenarioException("$call after connect(peer): settings come before connect(peer)")
         settings = change(settings)
+        if (sizeGiven) bufferSizeSet = true
     }
-
-    override fun device(name: String) = setting("device(\"$name\")") { it.copy(device = name) }
-    override fun port(port: Int) = setting("port($port)") { it.copy(port = port) }
-    override fun gidIndex(index: Int) = setting("gidIndex($index)") { it.copy(gidIndex = index) }
-    override fun qps(n: Int) = setting("qps($n)") { it.copy(qps = n) }
-    override fun sharedCq() = setting("sharedCq()") { it.copy(cqMode = CqMode.SHARED) }
-    override fun perQpCq() = setting("perQpCq()") { it.copy(cqMode = CqMode.PER_QP) }
-    override fun bufferSize(bytes: Int) = setting("bufferSize($bytes)") { bufferSizeSet = true; it.copy(bufferSize = bytes) }
 
     /**
      * As [CommonScope.sizeParam]; the script's default for `size` is also the buffer size of a
@@ -191,20 +176,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         }
         return size
     }
-    override fun bufferCount(n: Int) = setting("bufferCount($n)") { it.copy(bufferCount = n) }
-    override fun sendDepth(n: Int) = setting("sendDepth($n)") { it.copy(sendDepth = n) }
-    override fun recvDepth(n: Int) = setting("recvDepth($n)") { it.copy(recvDepth = n) }
-    override fun inboxDepth(n: Int) = setting("inboxDepth($n)") { it.copy(inboxDepth = n) }
-    override fun mtu(bytes: Int) = setting("mtu($bytes)") { it.copy(mtu = bytes) }
-    override fun inlineThreshold(bytes: Int) = setting("inlineThreshold($bytes)") { it.copy(inlineThreshold = bytes) }
-    override fun signalEvery(n: Int) = setting("signalEvery($n)") { it.copy(signalEvery = n) }
-    override fun rnrRetry(n: Int) = setting("rnrRetry($n)") { it.copy(rnrRetry = n) }
-    override fun retry(count: Int, timeout: Int) = setting("retry($count, $timeout)") { it.copy(retryCount = count, retryTimeout = timeout) }
-    override fun completionMode(mode: CompletionMode) = setting("completionMode($mode)") { it.copy(completionMode = mode) }
-    override fun remoteAccess(vararg access: RemoteAccess) =
-        setting("remoteAccess(${access.joinToString()})") { it.copy(remoteAccess = it.remoteAccess + access) }
-    override fun timeout(duration: Duration) = setting("timeout($duration)") { it.copy(timeout = duration) }
-    override fun bufferReuse(reuse: BufferReuse) = setting("bufferReuse($reuse)") { it.copy(bufferReuse = reuse) }
+
     override val qpCount get() = settings.qps
 
     // ---- connect ----
@@ -260,24 +232,11 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         }
     }
 
-    /** Ends the scenario with [cause]: parked operations of every QP fail with it. */
-    internal fun abort(cause: Throwable) {
+    override fun abort(cause: Throwable) {
         session?.fail(cause)
     }
 
-    // ---- operations on every QP ----
-
-    override suspend fun send(size: Int, buffer: Int) = drivers("send()").forEach { it.send(size, buffer) }
-    override suspend fun sendWithImm(imm: Int, size: Int, buffer: Int) = drivers("sendWithImm()").forEach { it.sendWithImm(imm, size, buffer) }
-    override suspend fun receive(copyPayload: Boolean): List<Message> = drivers("receive()").map { it.receive(copyPayload) }
-    override suspend fun write(size: Int, buffer: Int, remoteBuffer: Int) =
-        drivers("write()").forEach { it.write(size, buffer, it.index, remoteBuffer, 0) }
-    override suspend fun writeWithImm(imm: Int, size: Int, buffer: Int, remoteBuffer: Int) =
-        drivers("writeWithImm()").forEach { it.writeWithImm(imm, size, buffer, it.index, remoteBuffer, 0) }
-    override suspend fun read(size: Int, buffer: Int, remoteBuffer: Int) =
-        drivers("read()").forEach { it.read(size, buffer, it.index, remoteBuffer, 0) }
-    override suspend fun awaitCompletion(): List<Completion> = drivers("awaitCompletion()").map { it.awaitCompletion() }
-    override suspend fun awaitAll() = drivers("awaitAll()").forEach { it.awaitAll() }
+    override fun everyQp(what: String): List<QpScope> = drivers(what)
 
     private companion object {
         /** `peer` under `--check` when the launcher gave none; compared by identity. */

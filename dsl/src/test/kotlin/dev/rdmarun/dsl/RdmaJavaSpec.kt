@@ -2,33 +2,49 @@ package dev.rdmarun.dsl
 
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldBeEmpty
+import kotlin.reflect.KClass
+import kotlin.reflect.KFunction
+import kotlin.reflect.KParameter
+import kotlin.reflect.KVisibility
+import kotlin.reflect.full.memberFunctions
+import kotlin.reflect.full.memberProperties
 
 /**
- * RdmaJava's promise, the same operations as `rdma { }`: every public member of the Kotlin scopes
- * has a Java counterpart of the same name, but for the Kotlin-only forms listed here.
+ * RdmaJava's promise, the same operations as `rdma { }`: every operation is declared once, in
+ * [ScenarioScope] or [QpScope], and the Java entry point only bridges it (a blocking call on the
+ * scenario's thread). So every public member of the Kotlin scopes has a Java bridge of the same
+ * name taking the same parameters (names, types, which ones are optional), but for the
+ * Kotlin-only forms listed here; a bridge that drifts from its declaration fails this spec.
  */
 class RdmaJavaSpec : FunSpec({
-    /**
-     * Members of the Kotlin scopes that Java reaches under another name, with that name: a
-     * Duration is Kotlin's (the suspend blocks of server { }, qp { }... are Consumers in Java,
-     * under the same names).
-     */
+    /** Members Java reaches under another name: a Duration is Kotlin's. */
     val kotlinOnly = mapOf("timeout" to "timeoutMillis")
 
-    // A Kotlin name with an inline-class parameter is mangled ("timeout-LRDsOJo"): the part before the dash is the name.
-    fun names(type: Class<*>): Set<String> =
-        type.methods.filter { it.declaringClass != Any::class.java && !it.isSynthetic }.map { it.name.substringBefore('-') }.toSet()
+    fun KFunction<*>.shown(): String = "$name(" + valueParameters().joinToString { p ->
+        // A suspend block is a Consumer or Supplier in Java: only its name must match.
+        val type = p.type.toString().let { if ("->" in it || it.startsWith("java.util.function.")) "block" else it }
+        "${p.name}: $type${if (p.isOptional) " = ..." else ""}"
+    } + ")"
 
-    fun missing(kotlin: Class<*>, java: Class<*>): List<String> {
-        val javaNames = names(java)
-        return names(kotlin).filter { it !in javaNames && kotlinOnly[it]?.let { alias -> alias in javaNames } != true }.sorted()
+    fun public(type: KClass<*>): List<KFunction<*>> =
+        type.memberFunctions.filter { it.visibility == KVisibility.PUBLIC && it.name !in setOf("equals", "hashCode", "toString") }
+
+    /** The Kotlin declarations of [kotlin] that [java] has no bridge for, shown with their parameters. */
+    fun missing(kotlin: KClass<*>, java: KClass<*>): List<String> {
+        val bridges = public(java).map { it.shown() }.toSet() + java.memberProperties.map { it.name }
+        val functions = public(kotlin).filter { f -> kotlinOnly[f.name]?.let { alias -> public(java).none { it.name == alias } } ?: true }
+            .map { it.shown() }.filter { it !in bridges }
+        val properties = kotlin.memberProperties.filter { it.visibility == KVisibility.PUBLIC }.map { it.name }.filter { it !in bridges }
+        return (functions + properties).sorted()
     }
 
-    test("every operation of QpScope has a JavaQp counterpart") {
-        missing(QpScope::class.java, JavaQp::class.java).shouldBeEmpty()
+    test("every operation of QpScope has a JavaQp bridge with its parameters") {
+        missing(QpScope::class, JavaQp::class).shouldBeEmpty()
     }
 
-    test("every operation of ScenarioScope has a JavaScenario counterpart") {
-        missing(ScenarioScope::class.java, JavaScenario::class.java).shouldBeEmpty()
+    test("every operation of ScenarioScope has a JavaScenario bridge with its parameters") {
+        missing(ScenarioScope::class, JavaScenario::class).shouldBeEmpty()
     }
 })
+
+private fun KFunction<*>.valueParameters(): List<KParameter> = parameters.filter { it.kind == KParameter.Kind.VALUE }
