@@ -142,10 +142,14 @@ final class Engine implements Runnable {
         if (sleeping) LockSupport.unpark(thread);
     }
 
-    /** One round of the engine's work (its holder only); returns how much it did. */
+    /**
+     * One round of the engine's work (its holder only); returns how much it did. Only the engine
+     * thread runs the timers: a caller's round stays the message's own work, and every timer
+     * started in one wakes the engine thread when due ({@link #timerStarted}).
+     */
     private int round() {
         int work = flushBacklog() + handleInbound() + transmit();
-        nextDeadline = runTimers();
+        if (isEngineThread()) nextDeadline = runTimers();
         return work;
     }
 

@@ -124,4 +124,14 @@ final class Packet {
     boolean isRequest() {
         return kind == REQUEST;
     }
+
+    /** IB spec encoding of min_rnr_timer in microseconds (0 = 655.36 ms, 1 = 0.01 ms ... 31 = 491.52 ms). */
+    private static final long[] RNR_DELAY_MICROS = {655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+            1_280, 1_920, 2_560, 3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
+            163_840, 245_760, 327_680, 491_520};
+
+    /** The back-off an RNR NAK's {@link #rnrTimer} asks for. */
+    static long rnrDelayNanos(int timer) {
+        return RNR_DELAY_MICROS[timer & 31] * 1000L;
+    }
 }

@@ -56,7 +56,13 @@ final class Requester {
 
     // ---- timers (engine thread) ----
     private long rnrDeadline;
+    /**
+     * Armed when a request goes out with none running, left running while answers come (no clock
+     * read per message), re-armed when it fires if one came since {@link #ackNextAtArm}: a loss is
+     * seen one to two timeouts after the last answer.
+     */
     private long ackDeadline;
+    private long ackNextAtArm;
     private int rnrLeft;
     private int retriesLeft;
 
@@ -197,6 +203,7 @@ final class Requester {
                 if (readOrAtomic) readAtomicInFlight++;
                 if (ackDeadline == 0 && ackTimeoutNanos > 0) {
                     ackDeadline = System.nanoTime() + ackTimeoutNanos;
+                    ackNextAtArm = ackNext;
                     context.engine.timerStarted(qp, ackDeadline);
                 }
                 context.engine.send(qp.link, p);
@@ -308,7 +315,7 @@ final class Requester {
                     return;
                 }
                 rewind();
-                rnrDeadline = System.nanoTime() + rnrDelayNanos(p.rnrTimer);
+                rnrDeadline = System.nanoTime() + Packet.rnrDelayNanos(p.rnrTimer);
                 context.engine.timerStarted(qp, rnrDeadline);
             }
             case Packet.NAK_REMOTE_ACCESS -> completeWithError(w, WcStatus.REM_ACCESS_ERR);
@@ -328,7 +335,6 @@ final class Requester {
         ackNext++;
         rnrLeft = rnrRetry;
         retriesLeft = retryCount;
-        ackDeadline = ackNext < sendNext && ackTimeoutNanos > 0 ? System.nanoTime() + ackTimeoutNanos : 0;
     }
 
     /** Sends again from the oldest unacknowledged request (go-back-N). */
@@ -352,9 +358,13 @@ final class Requester {
                 send = true;
             }
             if (ackDeadline != 0 && now - ackDeadline >= 0) {
-                if (qp.waitsForConnection(now) || qp.peerStalled(now, ackDeadline - ackTimeoutNanos)) {
-                    // Queued on the connection, or with a stalled peer: nothing was lost, nothing to resend.
+                if (ackNext == sendNext) {
+                    ackDeadline = 0; // every request was answered
+                } else if (ackNext != ackNextAtArm || qp.waitsForConnection(now)
+                        || qp.peerStalled(now, ackDeadline - ackTimeoutNanos)) {
+                    // Answered since armed, queued on the connection, or a stalled peer: nothing lost.
                     ackDeadline = now + ackTimeoutNanos;
+                    ackNextAtArm = ackNext;
                 } else if (retriesLeft-- > 0) {
                     rewind();
                     send = true;
@@ -365,18 +375,8 @@ final class Requester {
         }
         if (send) transmit();
         synchronized (lock) {
-            if (rnrDeadline == 0) return ackDeadline;
-            return ackDeadline == 0 || rnrDeadline - ackDeadline < 0 ? rnrDeadline : ackDeadline;
+            return rnrDeadline == 0 || ackDeadline != 0 && ackDeadline - rnrDeadline < 0 ? ackDeadline : rnrDeadline;
         }
-    }
-
-    /** IB spec encoding of min_rnr_timer in microseconds (0 = 655.36 ms, 1 = 0.01 ms ... 31 = 491.52 ms). */
-    private static final long[] RNR_DELAY_MICROS = {655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
-            1_280, 1_920, 2_560, 3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
-            163_840, 245_760, 327_680, 491_520};
-
-    static long rnrDelayNanos(int timer) {
-        return RNR_DELAY_MICROS[timer & 31] * 1000L;
     }
 
     // ---- errors and flushing (lock held) ----

@@ -25,7 +25,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *       signaled ones, and errors, make completions), and as RC's ACKs are cumulative, an answer
  *       to a request also acknowledges the SENDs and WRITEs before it; an RNR NAK rewinds to that request and
  *       retries after the responder's min_rnr_timer, rnr_retry times (7: forever), then
- *       RNR_RETRY_EXC_ERR; no answer within the ACK timeout retries retry_cnt times, then
+ *       RNR_RETRY_EXC_ERR; no answer for one to two ACK timeouts retries retry_cnt times, then
  *       RETRY_EXC_ERR (over TCP, a timeout with a peer silent on the connection is a stall, not a
  *       retry: {@link #peerStalled}); a NAK ends the QP (REM_ACCESS_ERR, REM_INV_REQ_ERR, REM_OP_ERR);</li>
  *   <li>responder: SEND, SEND_WITH_IMM and WRITE_WITH_IMM consume the oldest posted receive (none:
