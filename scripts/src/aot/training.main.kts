@@ -1,7 +1,7 @@
-// The AOT-cache training run of the build (see scripts/pom.xml): one short --loopback run on
-// soft0 that goes through every kind of operation, so that the classes a real run loads are the
-// ones the JVM finds pre-parsed and pre-linked in target/rdma-run.aot. Not a sample: it measures
-// nothing worth reading.
+// The AOT-cache training run of the build (see scripts/pom.xml): one --loopback run on soft0 that
+// goes through every kind of operation, so that the classes a real run loads are the ones the JVM
+// finds pre-parsed and pre-linked in target/rdma-run.aot, then runs the data path until the JIT
+// is quiet, for its method profiles. Not a sample: it measures nothing worth reading.
 @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT")
 
 import dev.rdmarun.dsl.*
@@ -37,4 +37,15 @@ rdma {
     }
     server { forEachQp { receive() } }
     barrier()
+
+    // The data path until the JIT is quiet (the DSL's warm-up), then a plain loop as a user's own
+    // script writes it: the cache keeps this run's method profiles (JEP 515), so a real run's JIT
+    // compiles the hot path from them sooner instead of profiling it first.
+    qp(0) {
+        if (isClient) repeat { measureRoundTrip("rtt") { send(64); receive(copyPayload = false) } }
+        else repeat { receive(copyPayload = false); send(64) }
+        repeat(20_000) {
+            if (isClient) { send(64); receive() } else { receive(); send(64) }
+        }
+    }
 }
