@@ -154,6 +154,12 @@ internal class QpDriver private constructor(private val session: Session, val en
     override suspend fun awaitCompletion(): Completion {
         checkNotStopped()
         val seq = engine.nextToAwait()
+        val forgotten = outstanding - (if (seq == 0L) 0L else engine.posted() - seq + 1)
+        if (forgotten > 0) {
+            throw ScenarioException("awaitCompletion() on QP $index: the oldest $forgotten of the $outstanding work requests posted " +
+                "and not awaited are forgotten, as a QP keeps the last ${engine.config().rememberedWork()} posted: await " +
+                "within that many posts, or wait for them all with awaitAll()")
+        }
         if (seq == 0L) throw ScenarioException("awaitCompletion() on QP $index: no work request is outstanding (each one posted was awaited already)")
         if (engine.takeCompletion(seq, taken)) return completion()
         engine.requestCompletionOf(seq)

@@ -120,7 +120,10 @@ public abstract class QpScope internal constructor() : CommonScope {
     /**
      * Waits for the oldest posted work request not yet awaited and returns its completion (with
      * `signalEvery(n)`, a work request that is not signaled is known complete once a later one is).
-     * Calling it with nothing outstanding is an error.
+     * Calling it with nothing outstanding is an error. A QP keeps what its last 256 work requests
+     * were (4 × `sendDepth` when larger, rounded up to a power of two): one posted before those and
+     * never awaited is forgotten, so a loop that posts and never awaits costs no memory, and
+     * awaiting it fails with one sentence; [awaitAll] still waits for every one.
      */
     public abstract suspend fun awaitCompletion(): Completion
 
@@ -157,7 +160,7 @@ public abstract class QpScope internal constructor() : CommonScope {
     /** Waits for every posted work request. */
     public abstract suspend fun awaitAll()
 
-    /** Work requests posted and not yet awaited. */
+    /** Work requests posted and not yet awaited ([awaitAll] awaits them all), forgotten ones included ([awaitCompletion]). */
     public abstract val outstanding: Int
 
     /** Records how long [block] takes in the latency section [name] of the results. */

@@ -53,6 +53,15 @@ public record EngineConfig(int bufferSize, int bufferCount, int sendDepth, int r
         return ((long) recvDepth * bufferSize + 7) / 8 * 8;
     }
 
+    /**
+     * Work requests whose kind, size and completion a QP keeps after posting them: a power of two,
+     * at least 256 and 4 x sendDepth. One not awaited is forgotten once this many later ones are
+     * posted (a loop that posts and never awaits costs no memory); it still counts as outstanding.
+     */
+    public int rememberedWork() {
+        return Integer.highestOneBit(Math.max(256, 4 * sendDepth) - 1) << 1;
+    }
+
     /** Completion-queue entries one QP can have outstanding. */
     public int completionQueueEntries() {
         return sendQueueDepth() + recvDepth;

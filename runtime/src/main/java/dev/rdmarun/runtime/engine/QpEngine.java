@@ -249,12 +249,12 @@ public final class QpEngine {
         return window.completed();
     }
 
-    /** Posted and not yet awaited ({@link #nextToAwait}). */
+    /** Posted and not yet awaited, with those the ring forgot ({@link EngineConfig#rememberedWork}). */
     public int outstanding() {
         return window.outstanding();
     }
 
-    /** The oldest work request not yet awaited, or 0 when there is none. */
+    /** The oldest work request not yet awaited that the ring remembers, or 0 when there is none. */
     public long nextToAwait() {
         return window.nextToAwait();
     }

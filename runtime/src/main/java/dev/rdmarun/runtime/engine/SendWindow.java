@@ -17,7 +17,7 @@ final class SendWindow {
     private final MemoryRegion recv;
     private final MemoryRegion data;
 
-    // a ring of R >= 4 x sendDepth entries, indexed by sequence number
+    // a ring of EngineConfig.rememberedWork() entries, indexed by sequence number
     private final int ringMask;
     private final byte[] ringKind;
     private final int[] ringSize;
@@ -26,7 +26,10 @@ final class SendWindow {
     private final long[] ringResult;
     private long posted;
     private long completed;
+    /** The last work request taken, or forgotten by the ring. */
     private long awaited;
+    /** The last work request a driver awaited: the ones after it are outstanding, forgotten or not. */
+    private long claimed;
     private long lastSignaled;
 
     /**
@@ -40,7 +43,7 @@ final class SendWindow {
         this.stats = stats;
         this.recv = recv;
         this.data = data;
-        int ring = Integer.highestOneBit(Math.max(256, 4 * config.sendDepth()) - 1) << 1;
+        int ring = config.rememberedWork();
         ringMask = ring - 1;
         ringKind = new byte[ring];
         ringSize = new int[ring];
@@ -108,7 +111,7 @@ final class SendWindow {
     }
 
     int outstanding() {
-        return (int) (posted - awaited);
+        return (int) Math.min(Integer.MAX_VALUE, posted - claimed);
     }
 
     long nextToAwait() {
@@ -126,6 +129,7 @@ final class SendWindow {
 
     void markAwaited(long seq) {
         if (seq > awaited) awaited = Math.min(seq, posted);
+        if (seq > claimed) claimed = Math.min(seq, posted);
     }
 
     OpKind kindOf(long seq) {

@@ -58,19 +58,32 @@ class SendWindowTest {
     }
 
     @Test
-    void workNobodyAwaitsIsForgottenWhenTheRingWraps() {
+    void workNobodyAwaitsIsForgottenWhenTheRingWrapsYetStillCounted() {
         int ring = window.capacity();
         assertEquals(256, ring);
+        assertEquals(ring, CONFIG.rememberedWork());
         for (int i = 1; i <= ring + 44; i++) {
             post(i % 2 == 0 ? OpKind.WRITE : OpKind.SEND, i);
             window.completeThrough(i);
         }
-        assertEquals(ring, window.outstanding());
+        // Outstanding counts what the driver has not awaited, the 44 forgotten ones too; the
+        // oldest one remembered is what a driver can take next.
+        assertEquals(ring + 44, window.outstanding());
         assertEquals(45, window.nextToAwait());
         // The entries of the last ring's worth are what was posted last, not what they overwrote.
         assertEquals(OpKind.WRITE, window.kindOf(ring + 44));
         assertEquals(ring + 43, window.sizeOf(ring + 43));
         assertEquals(window.slot(44), window.slot(ring + 44));
+        window.markAwaited(ring + 44); // what awaiting all of them does
+        assertEquals(0, window.outstanding());
+        assertEquals(0, window.nextToAwait());
+    }
+
+    @Test
+    void theRingRemembersFourSendDepthsWhenThatIsMoreThan256() {
+        assertEquals(256, new EngineConfig(64, 1, 64, 4, 4, 1, 0).rememberedWork());
+        assertEquals(512, new EngineConfig(64, 1, 128, 4, 4, 1, 0).rememberedWork());
+        assertEquals(512, new EngineConfig(64, 1, 65, 4, 4, 1, 0).rememberedWork());
     }
 
     @Test
