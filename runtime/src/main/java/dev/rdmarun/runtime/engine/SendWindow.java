@@ -26,10 +26,8 @@ final class SendWindow {
     private final long[] ringResult;
     private long posted;
     private long completed;
-    /** The last work request taken, or forgotten by the ring. */
-    private long awaited;
     /** The last work request a driver awaited: the ones after it are outstanding, forgotten or not. */
-    private long claimed;
+    private long awaited;
     private long lastSignaled;
 
     /**
@@ -106,30 +104,34 @@ final class SendWindow {
     void posted(long seq, boolean signaled) {
         posted = seq;
         if (signaled) lastSignaled = seq;
-        // Work requests nobody awaits are forgotten once the ring wraps.
-        if (posted - awaited > ringMask + 1) awaited = posted - ringMask - 1;
     }
 
     int outstanding() {
-        return (int) Math.min(Integer.MAX_VALUE, posted - claimed);
+        return (int) Math.min(Integer.MAX_VALUE, posted - awaited);
+    }
+
+    /** The last work request taken, or forgotten: one nobody awaits is forgotten once the ring wraps. */
+    private long takenOrForgotten() {
+        return Math.max(awaited, posted - ringMask - 1);
     }
 
     long nextToAwait() {
-        return awaited < posted ? awaited + 1 : 0;
+        long last = takenOrForgotten();
+        return last < posted ? last + 1 : 0;
     }
 
     /** Throws unless [seq] is one still to take: its ring slot may hold a later work request. */
     void checkNotTaken(long seq) {
-        if (seq <= awaited) {
+        long last = takenOrForgotten();
+        if (seq <= last) {
             throw new IllegalArgumentException("work request " + seq + " cannot be taken: "
                     + (seq < 1 ? "sequence numbers start at 1" : "it was taken already, or is older than the ring's last "
-                    + (ringMask + 1) + " (the next to take is " + (awaited + 1) + ")"));
+                    + (ringMask + 1) + " (the next to take is " + (last + 1) + ")"));
         }
     }
 
     void markAwaited(long seq) {
         if (seq > awaited) awaited = Math.min(seq, posted);
-        if (seq > claimed) claimed = Math.min(seq, posted);
     }
 
     OpKind kindOf(long seq) {
