@@ -160,7 +160,8 @@ case_runtime_device_tests() {
 # sends under signalEvery, 8 QPs on one word, a missing remoteAccess, the waits that end with a
 # sentence (unanswered receive, both sides receiving, a full inbox), the card, a failure on one
 # side, atomics in flight each with its own old value, 10,000 send(bytes) unchanged by later calls,
-# bufferReuse(FAIL). The same spec runs on soft0 in every build.
+# 300 writes posted past what a QP remembers, bufferReuse(FAIL). The same spec runs on soft0 in
+# every build.
 case_dsl_device_tests() {
   device_specs dsl --select-class dev.rdmarun.dsl.DeviceScenarioSpec
 }

@@ -683,6 +683,33 @@ class DeviceScenarioSpec : FunSpec({
             wrong shouldBe -1
         }
 
+        test("300 writes and no await: outstanding counts them all, a forgotten one is named, awaitAll takes them ($device)") {
+            var counted = -1
+            var forgotten: String? = null
+            var afterAll = -1
+            val (server, client) = pair {
+                bufferSize(64)
+                if (isServer) remoteAccess(RemoteAccess.WRITE)
+                connect(peer)
+                client {
+                    qp(0) {
+                        repeat(300) { write(size = 8) } // more than the QP remembers (256), more than its send queue holds
+                        counted = outstanding
+                        forgotten = shouldThrow<ScenarioException> { awaitCompletion() }.message
+                        awaitAll()
+                        afterAll = outstanding
+                    }
+                }
+                barrier()
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+            counted shouldBe 300
+            forgotten shouldBe "awaitCompletion() on QP 0: the oldest 44 of the 300 work requests posted and not awaited are " +
+                "forgotten, as a QP keeps the last 256 posted: await within that many posts, or wait for them all with awaitAll()"
+            afterAll shouldBe 0
+        }
+
         test("bufferReuse(FAIL): a read into a buffer a posted send still reads fails at the call with a sentence ($device)") {
             val (server, client) = pair {
                 bufferSize(64)
