@@ -46,9 +46,9 @@ install -D -m 0755 "$root/e2e/perftest_parse.py" "$stage/e2e/perftest_parse.py"
 # script reaches its first verbs call in under half the time, BENCHMARKS.md). Made as scripts/pom.xml
 # makes the checkout's: a plan check compiles the training script into a private compiled-script
 # cache (target/aot-training, with the logs; not in the archive), then a training run of it in
-# loopback on soft0 records what to cache. All with the archive's own runtime (a cache serves only
-# the JVM build that made it) and the launcher's options (with other module options JDK 25 rejects
-# the whole cache).
+# loopback on soft0 and of `rdma-run pingpong` on soft0 (scripts/.../AotTraining.kt) records what
+# to cache. All with the archive's own runtime (a cache serves only the JVM build that made it) and
+# the launcher's options (with other module options JDK 25 rejects the whole cache).
 # The cache records the jars' paths, and JDK 25.0.3 makes the cached classes' code source
 # (CodeSource.getLocation(), which the script host reads) from the recorded path as it is: null
 # where it does not exist, and a relative one is taken from the user's working directory. So the
@@ -63,15 +63,15 @@ conf="$target/aot-training/rdma-run.aotconf"
 rm -rf "$target/aot-training" && mkdir -p "$target/aot-training"
 train() {
   local log="$target/aot-training/$1.log"; shift
-  (exec 9<"$stage/app" && RDMA_RUN_CACHE="$target/aot-training" "$stage/runtime/bin/java" \
+  (exec 9<"$stage/app" && RDMA_RUN_CACHE="$target/aot-training" RDMA_RUN_TOKEN="rdma-run AOT training" "$stage/runtime/bin/java" \
     --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow "$@") >"$log" 2>&1 ||
     { tail -20 "$log" >&2; exit 1; }
 }
 train check -jar /proc/self/fd/9/rdma-run.jar "$training" --check
 train record -XX:AOTMode=record -XX:AOTConfiguration="$conf" \
-  -jar /proc/self/fd/9/rdma-run.jar "$training" --loopback -d soft0
+  -cp /proc/self/fd/9/rdma-run.jar dev.rdmarun.scripts.AotTraining "$training"
 train create -XX:AOTMode=create -XX:AOTConfiguration="$conf" -XX:AOTCache="$stage/app/rdma-run.aot" \
-  -XX:+UnlockDiagnosticVMOptions -XX:-AOTAdapterCaching -jar /proc/self/fd/9/rdma-run.jar
+  -XX:+UnlockDiagnosticVMOptions -XX:-AOTAdapterCaching -cp /proc/self/fd/9/rdma-run.jar
 rm "$conf"
 
 # The man page, from the launcher's classes (scripts/.../ManPage.kt): every command's --help as this

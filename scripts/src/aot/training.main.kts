@@ -1,7 +1,8 @@
-// The AOT-cache training run of the build (see scripts/pom.xml): one --loopback run on soft0 that
-// goes through every kind of operation, so that the classes a real run loads are the ones the JVM
-// finds pre-parsed and pre-linked in target/rdma-run.aot, then runs the data path until the JIT
-// is quiet, for its method profiles. Not a sample: it measures nothing worth reading.
+// The AOT-cache training scenario of the build (scripts/pom.xml; AotTraining.kt runs it on soft0
+// in --loopback and as two peers over TCP): it goes through every kind of operation, so that the
+// classes a real run loads are the ones the JVM finds pre-parsed and pre-linked in
+// target/rdma-run.aot, then runs the data path until the JIT is quiet, for its method profiles.
+// Not a sample: it measures nothing worth reading.
 @file:DependsOn("dev.rdmarun:rdma-dsl:0.1.0-SNAPSHOT")
 
 import dev.rdmarun.dsl.*
