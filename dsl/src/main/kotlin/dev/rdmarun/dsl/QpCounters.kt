@@ -15,10 +15,15 @@ internal class QpCounters(private val stats: QpStats? = null) {
      * splits its own counters at the same point, [dev.rdmarun.runtime.engine.QpEngine.measureFromHere]).
      */
     fun measureFromHere() {
-        sections.clear()
-        roundTrips.clear()
-        sectionBytes.clear()
+        // Emptied in place, not removed: a section's next sample would otherwise take the path of a
+        // new one, which the JIT compiled as never taken during the warm-up, and the measured loop
+        // would start back in the interpreter. Empty sections are left out of the results.
+        sections.values.forEach { it.reset() }
+        sectionBytes.replaceAll { _, _ -> 0L }
     }
+
+    /** Whether any section has a sample since the last [measureFromHere]. */
+    fun measuredAny(): Boolean = sections.values.any { it.totalCount != 0L }
 
     /** Bytes the work requests posted inside each section (all its samples). */
     val sectionBytes = HashMap<String, Long>()
@@ -32,7 +37,10 @@ internal class QpCounters(private val stats: QpStats? = null) {
             if (roundTrip) roundTrips += name
         }
         if ((name in roundTrips) != roundTrip) {
-            throw ScenarioException("section $name is measured both with measure and with measureRoundTrip: give them different names")
+            if (h.totalCount != 0L) {
+                throw ScenarioException("section $name is measured both with measure and with measureRoundTrip: give them different names")
+            }
+            if (roundTrip) roundTrips += name else roundTrips -= name // emptied by measureFromHere: a new section
         }
         h.recordValue(nanos.coerceAtLeast(0))
         sectionBytes.merge(name, bytes, Long::plus)

@@ -59,7 +59,7 @@ internal class QpLoopHost(private val session: Session, private val engine: QpEn
 
     /** A warm-up of this QP or of the scenario's block starts: what was measured so far is at stake. */
     fun noteWarmupStart() {
-        measuredBeforeWarmup = counters.sections.isNotEmpty() || measuredRunEnded
+        measuredBeforeWarmup = counters.measuredAny() || measuredRunEnded
     }
     override suspend fun warmupOver() = session.warmup.warmupGate.over()
     override fun planned(iterations: Long, warmupIterations: Long) {

@@ -311,7 +311,7 @@ internal class Session(
     suspend fun finish(): ScenarioResult {
         for (d in drivers) d.awaitEverything()
         drivers.forEach { it.engine.finishReceiving() }
-        sendControl(Done(1, drivers.map { it.engine.stats().messagesSent() }, latency = drivers.any { it.counters.sections.isNotEmpty() }))
+        sendControl(Done(1, drivers.map { it.engine.stats().messagesSent() }, latency = drivers.any { it.counters.measuredAny() }))
         polling.relax() // nothing more to post here: stop spinning a core the peer (and the device) may need
         val peerDone = awaitControl(Done(1), "the end of its scenario") as Done
         // Both sides' work is complete, so every message is in a completion queue or on its way

@@ -35,8 +35,8 @@ public final class QpStats {
     long warmupMessagesNotReceived;
     /** Messages that arrived before the boundary and still wait for a receive() (the oldest ones, in order). */
     long warmupWaiting;
-    /** The warm-up's latencies (allocated at the first boundary). */
-    Histogram warmupLatency;
+    /** The warm-up's latencies (see {@link #latencyInWarmup}). */
+    final Histogram warmupLatency = new Histogram(3);
     int phase;
     long measuredSinceNanos;
     /** Lets another thread read the measured figures consistently while a boundary moves them. */
@@ -96,7 +96,7 @@ public final class QpStats {
      */
     public Histogram measuredLatency() {
         Histogram h = latency.copy();
-        if (warmupLatency != null && warmupLatency.getTotalCount() > 0) h.subtract(warmupLatency);
+        if (warmupLatency.getTotalCount() > 0) h.subtract(warmupLatency);
         return h;
     }
 
@@ -137,17 +137,29 @@ public final class QpStats {
 
     // ---- written by the engine, on the dispatcher thread ----
 
+    // The three below run for every completion or message, and have no branch on the boundary: a
+    // branch taken only after it (a work request of the warm-up completing in the measured phase)
+    // is one the JIT compiled as never taken, and its first use sent the completion path back to
+    // the interpreter at the start of each measurement, for as long as C2 took to compile it again
+    // (0.9 s in the Soft-RoCE VM, BENCHMARKS.md).
+
     /** Work request {@code seq} completed with {@code bytes} coming in ({@code toLocal}) or going out. */
     void completedInWarmup(long seq, boolean toLocal, int bytes) {
-        if (seq > warmupThrough) return;
-        warmupOperations++;
-        if (toLocal) warmupBytesReceived += bytes;
-        else warmupBytesSent += bytes;
+        long in = inWarmup(seq);
+        warmupOperations += in;
+        if (toLocal) warmupBytesReceived += bytes * in;
+        else warmupBytesSent += bytes * in;
     }
 
     /** The latency of signaled work request {@code seq}, already recorded in {@link #latency}. */
     void latencyInWarmup(long seq, long nanos) {
-        if (seq <= warmupThrough && warmupLatency != null) warmupLatency.recordValue(nanos);
+        // A count of 0 moves only the min and max, which measuredLatency()'s subtraction does not read.
+        warmupLatency.recordValueWithCount(nanos, inWarmup(seq));
+    }
+
+    /** 1 when work request {@code seq} was posted in the warm-up ({@code seq <= warmupThrough}), else 0. */
+    private long inWarmup(long seq) {
+        return (seq - warmupThrough - 1) >>> 63;
     }
 
     /**
@@ -174,7 +186,6 @@ public final class QpStats {
             warmupMessagesReceived = messagesReceived - waiting;
             warmupMessagesNotReceived = messagesNotReceived;
             warmupWaiting = Math.min(waiting, Math.max(0, warmupLeft));
-            if (warmupLatency == null) warmupLatency = new Histogram(3);
             warmupLatency.reset();
             warmupLatency.add(latency);
             phase++;
@@ -186,7 +197,7 @@ public final class QpStats {
 
     /** The oldest waiting message left the queue (a receive() took it, or it was dropped). */
     void messageReleased() {
-        if (warmupWaiting > 0) warmupWaiting--;
+        warmupWaiting -= -warmupWaiting >>> 63; // one less while any is left (it is never negative)
     }
 
     /**
