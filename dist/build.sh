@@ -45,9 +45,9 @@ install -D -m 0755 "$root/e2e/perftest_parse.py" "$stage/e2e/perftest_parse.py"
 # app/rdma-run.aot: the archive's AOT cache (JEP 483), which bin/rdma-run passes to the JVM (a cached
 # script reaches its first verbs call in under half the time, BENCHMARKS.md). Made as scripts/pom.xml
 # makes the checkout's: a plan check compiles the training script into a private compiled-script
-# cache (target/aot-training, with the logs; not in the archive), then a training run of it in
-# loopback on soft0 and of `rdma-run pingpong` on soft0 (scripts/.../AotTraining.kt) records what
-# to cache. All with the archive's own runtime (a cache serves only the JVM build that made it) and
+# cache (target/aot-training, with the logs; not in the archive), then a training run records what
+# to cache (scripts/.../AotTraining.kt: the script in loopback and as two peers over TCP, then
+# `rdma-run pingpong`, all on soft0). All with the archive's own runtime (a cache serves only the JVM build that made it) and
 # the launcher's options (with other module options JDK 25 rejects the whole cache).
 # The cache records the jars' paths, and JDK 25.0.3 makes the cached classes' code source
 # (CodeSource.getLocation(), which the script host reads) from the recorded path as it is: null

@@ -28,7 +28,7 @@ internal object AotTraining {
     @JvmStatic
     fun main(args: Array<String>) {
         val script = args.singleOrNull() ?: error("usage: AotTraining TRAINING.main.kts")
-        run(withImplicitRun(arrayOf(script, "--loopback", "-d", "soft0")).toList())
+        run(listOf(script, "--loopback", "-d", "soft0"))
         pair { port -> listOf(script, "--listen", "$port", "-d", "soft0") to listOf(script, "--peer", "127.0.0.1:$port", "-d", "soft0") }
         pair { port ->
             val common = listOf("pingpong", "-d", "soft0", "-s", "64", "-n", "20000", "-p", "$port")
@@ -36,6 +36,7 @@ internal object AotTraining {
         }
     }
 
+    /** One command line, as `rdma-run` takes it (a script first means `run`). */
     private fun run(args: List<String>) = rdmaRun().parse(withImplicitRun(args.toTypedArray()).toList())
 
     /** Runs a server (in a thread) and its client (here, which retries until the server listens) on a free port. */
