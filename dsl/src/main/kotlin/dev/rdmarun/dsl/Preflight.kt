@@ -195,8 +195,9 @@ internal object Preflight {
             polling.setIdleMode(s.completionMode.idleMode, channel)
             polled = true
             cqs.forEach { polling.addCompletionQueue(it) }
-            a = QpDriver(local, engines[0])
-            b = QpDriver(local, engines[1])
+            val kinds = SectionKinds()
+            a = QpDriver(local, engines[0], kinds)
+            b = QpDriver(local, engines[1], kinds)
             local.drivers.add(a)
             local.drivers.add(b)
             polling.addAgent(local)

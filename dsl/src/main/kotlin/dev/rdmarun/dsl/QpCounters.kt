@@ -7,8 +7,14 @@ import org.HdrHistogram.Histogram
  * One QP's results: the engine's counters ([stats]; none for an empty result) and the
  * `measure(name) { }` sections, which only the DSL knows. Read when the run ends.
  */
-internal class QpCounters(private val stats: QpStats? = null) {
-    val sections = HashMap<String, Histogram>()
+internal class QpCounters(private val stats: QpStats? = null, private val kinds: SectionKinds = SectionKinds()) {
+    /** One `measure` or `measureRoundTrip` section of this QP: its samples and the bytes posted in them. */
+    class Section(val roundTrip: Boolean) {
+        val histogram = Histogram(3)
+        var bytes = 0L
+    }
+
+    val sections = HashMap<String, Section>()
 
     /**
      * What this QP measured so far was a warm-up: its sections start again from here (the engine
@@ -18,32 +24,29 @@ internal class QpCounters(private val stats: QpStats? = null) {
         // Emptied in place, not removed: a section's next sample would otherwise take the path of a
         // new one, which the JIT compiled as never taken during the warm-up, and the measured loop
         // would start back in the interpreter. Empty sections are left out of the results.
-        sections.values.forEach { it.reset() }
-        sectionBytes.replaceAll { _, _ -> 0L }
+        for (s in sections.values) {
+            s.histogram.reset()
+            s.bytes = 0
+        }
     }
 
     /** Whether any section has a sample since the last [measureFromHere]. */
-    fun measuredAny(): Boolean = sections.values.any { it.totalCount != 0L }
+    fun measuredAny(): Boolean = sections.values.any { it.histogram.totalCount != 0L }
 
-    /** Bytes the work requests posted inside each section (all its samples). */
-    val sectionBytes = HashMap<String, Long>()
+    /**
+     * Section [name] of this QP, before its block runs: a name used with the other kind, here or
+     * on another QP, fails at the script's call ([SectionKinds]), so its block does not run.
+     */
+    fun section(name: String, roundTrip: Boolean): Section {
+        sections[name]?.let { if (it.roundTrip == roundTrip) return it }
+        kinds.claim(name, roundTrip)
+        return Section(roundTrip).also { sections[name] = it }
+    }
 
-    /** Sections recorded with measureRoundTrip: reported one way. */
-    val roundTrips = HashSet<String>()
-
-    fun recordSection(name: String, nanos: Long, roundTrip: Boolean, bytes: Long = 0) {
-        val h = sections[name] ?: Histogram(3).also {
-            sections[name] = it
-            if (roundTrip) roundTrips += name
-        }
-        if ((name in roundTrips) != roundTrip) {
-            if (h.totalCount != 0L) {
-                throw ScenarioException("section $name is measured both with measure and with measureRoundTrip: give them different names")
-            }
-            if (roundTrip) roundTrips += name else roundTrips -= name // emptied by measureFromHere: a new section
-        }
-        h.recordValue(nanos.coerceAtLeast(0))
-        sectionBytes.merge(name, bytes, Long::plus)
+    /** Records one sample of [section]: [nanos] long, [bytes] posted in it. */
+    fun record(section: Section, nanos: Long, bytes: Long) {
+        section.histogram.recordValue(nanos.coerceAtLeast(0))
+        section.bytes += bytes
     }
 
     private class Totals {
@@ -84,15 +87,16 @@ internal class QpCounters(private val stats: QpStats? = null) {
         fun result(role: Role, device: String, durationNanos: Long, perQp: List<QpCounters>): ScenarioResult {
             val seconds = durationNanos / 1e9
             val total = Totals()
-            val sections = HashMap<String, Histogram>()
-            val roundTrips = HashSet<String>()
-            val bytes = HashMap<String, Long>()
+            // One kind per name across QPs (SectionKinds): the first QP's says it for all.
+            val sections = HashMap<String, Section>()
             val each = perQp.mapIndexed { i, c ->
                 val t = Totals()
                 c.stats?.let { t.add(it); total.add(it) }
-                for ((name, h) in c.sections) sections.getOrPut(name) { Histogram(3) }.add(h)
-                roundTrips += c.roundTrips
-                c.sectionBytes.forEach { (name, b) -> bytes.merge(name, b, Long::plus) }
+                for ((name, s) in c.sections) {
+                    val sum = sections.getOrPut(name) { Section(s.roundTrip) }
+                    sum.histogram.add(s.histogram)
+                    sum.bytes += s.bytes
+                }
                 t.toResult(i, seconds)
             }
             return ScenarioResult(
@@ -101,9 +105,29 @@ internal class QpCounters(private val stats: QpStats? = null) {
                 durationNanos = durationNanos,
                 qps = each,
                 total = total.toResult(null, seconds),
-                sections = sections.mapNotNull { (k, h) ->
-                    LatencySummary.of(h)?.let { k to it.copy(roundTrip = k in roundTrips, bytesPerSample = (bytes[k] ?: 0) / it.count) }
+                sections = sections.mapNotNull { (k, s) ->
+                    LatencySummary.of(s.histogram)?.let { k to it.copy(roundTrip = s.roundTrip, bytesPerSample = s.bytes / it.count) }
                 }.toMap(),
+            )
+        }
+    }
+}
+
+/**
+ * Each section name's kind, `measure` or `measureRoundTrip`, for the whole scenario: its first use,
+ * on any QP, fixes it, since the results report a name's samples one way or as they are, never
+ * both. One per scenario, used on its one thread.
+ */
+internal class SectionKinds {
+    private val roundTrip = HashMap<String, Boolean>()
+
+    fun claim(name: String, roundTrip: Boolean) {
+        val first = this.roundTrip.putIfAbsent(name, roundTrip) ?: return
+        if (first != roundTrip) {
+            throw ScriptCallException(
+                "${if (roundTrip) "measureRoundTrip" else "measure"}(\"$name\"): section $name was measured " +
+                    "with ${if (first) "measureRoundTrip" else "measure"} already, and a name keeps one kind for the whole scenario, " +
+                    "on every QP: give this one another name",
             )
         }
     }

@@ -38,7 +38,9 @@ import kotlinx.coroutines.Job
  */
 internal class QpDriver private constructor(private val session: Session, val engine: QpEngine, private val loop: QpLoopHost) :
     QpScope(), QpEngine.Listener, LoopHost by loop {
-    constructor(session: Session, engine: QpEngine) : this(session, engine, QpLoopHost(session, engine, engine.index(), QpCounters(engine.stats())))
+    /** [kinds]: the scenario's, one for all its QPs. */
+    constructor(session: Session, engine: QpEngine, kinds: SectionKinds) :
+        this(session, engine, QpLoopHost(session, engine, engine.index(), QpCounters(engine.stats(), kinds)))
 
     override val index: Int = engine.index()
     val counters = loop.counters
@@ -78,7 +80,7 @@ internal class QpDriver private constructor(private val session: Session, val en
 
     override fun buffer(i: Int): MemorySegment {
         val s = session.settings
-        if (i !in 0 until s.bufferCount) throw ScenarioException("buffer($i) on QP $index is outside 0..${s.bufferCount - 1} (bufferCount ${s.bufferCount})")
+        if (i !in 0 until s.bufferCount) throw ScriptCallException("buffer($i) on QP $index is outside 0..${s.bufferCount - 1} (bufferCount ${s.bufferCount})")
         return engine.dataRegion().segment().asSlice(i.toLong() * s.bufferSize, s.bufferSize.toLong())
     }
 
@@ -103,7 +105,7 @@ internal class QpDriver private constructor(private val session: Session, val en
             if (blocked == QpEngine.BLOCKED_ON_BUFFER) {
                 val until = engine.bufferBusyUntil(kind, buffer)
                 if (session.settings.bufferReuse == BufferReuse.FAIL) {
-                    throw ScenarioException("${kind.label()}() on QP $index would ${if (kind == OpKind.READ) "overwrite" else "read"} buffer $buffer " +
+                    throw ScriptCallException("${kind.label()}() on QP $index would ${if (kind == OpKind.READ) "overwrite" else "read"} buffer $buffer " +
                         "while the ${engine.kindOf(until).label()}() posted before it still ${if (kind == OpKind.READ) "uses" else "fills"} it " +
                         "(bufferReuse(FAIL)): await its completion first, use another buffer, or bufferReuse(WAIT)")
                 }
@@ -138,7 +140,7 @@ internal class QpDriver private constructor(private val session: Session, val en
     override suspend fun copyWhenFree(payload: ByteArray, buffer: Int) {
         val target = buffer(buffer)
         if (payload.size > target.byteSize()) {
-            throw ScenarioException("send(payload) of ${payload.size} bytes on QP $index is larger than bufferSize ${target.byteSize()}")
+            throw ScriptCallException("send(payload) of ${payload.size} bytes on QP $index is larger than bufferSize ${target.byteSize()}")
         }
         checkNotStopped()
         // A message given as bytes is a value: the copy waits until no posted work uses the buffer.
@@ -156,11 +158,11 @@ internal class QpDriver private constructor(private val session: Session, val en
         val seq = engine.nextToAwait()
         val forgotten = outstanding - (if (seq == 0L) 0L else engine.posted() - seq + 1)
         if (forgotten > 0) {
-            throw ScenarioException("awaitCompletion() on QP $index: the oldest $forgotten of the $outstanding work requests posted " +
+            throw ScriptCallException("awaitCompletion() on QP $index: the oldest $forgotten of the $outstanding work requests posted " +
                 "and not awaited are forgotten, as a QP keeps the last ${engine.config().rememberedWork()} posted: await " +
                 "within that many posts, or wait for them all with awaitAll()")
         }
-        if (seq == 0L) throw ScenarioException("awaitCompletion() on QP $index: no work request is outstanding (each one posted was awaited already)")
+        if (seq == 0L) throw ScriptCallException("awaitCompletion() on QP $index: no work request is outstanding (each one posted was awaited already)")
         if (engine.takeCompletion(seq, taken)) return completion()
         engine.requestCompletionOf(seq)
         return suspendCoroutineUninterceptedOrReturn { c -> wait.park(c, COMPLETION, seq) }
@@ -232,14 +234,15 @@ internal class QpDriver private constructor(private val session: Session, val en
 
     override suspend fun <T> measure(name: String, block: suspend () -> T): T = section(name, roundTrip = false, block)
 
-    override fun recordSection(name: String, nanos: Long, roundTrip: Boolean) = counters.recordSection(name, nanos, roundTrip)
+    override fun recordSection(name: String, nanos: Long, roundTrip: Boolean) = counters.record(counters.section(name, roundTrip), nanos, 0)
 
     /** Times [block] as section [name], with the bytes the work requests posted inside it. */
     private suspend inline fun <T> section(name: String, roundTrip: Boolean, block: suspend () -> T): T {
+        val section = counters.section(name, roundTrip)
         val b0 = engine.stats().bytesPosted()
         val t0 = System.nanoTime()
         val result = block()
-        counters.recordSection(name, System.nanoTime() - t0, roundTrip, bytes = engine.stats().bytesPosted() - b0)
+        counters.record(section, System.nanoTime() - t0, engine.stats().bytesPosted() - b0)
         return result
     }
 

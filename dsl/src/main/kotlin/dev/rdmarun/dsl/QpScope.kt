@@ -144,11 +144,11 @@ public abstract class QpScope internal constructor() : CommonScope {
      * awaited by then are awaited (they do not come back).
      */
     public suspend fun awaitCompletions(n: Int): List<Completion> {
-        if (n < 0) throw ScenarioException("awaitCompletions($n) on QP $index: n cannot be negative")
+        if (n < 0) throw ScriptCallException("awaitCompletions($n) on QP $index: n cannot be negative")
         checkNotStopped()
         val outstanding = outstanding
         if (n > outstanding) {
-            throw ScenarioException("awaitCompletions($n) on QP $index: only $outstanding work request${if (outstanding == 1) " is" else "s are"} " +
+            throw ScriptCallException("awaitCompletions($n) on QP $index: only $outstanding work request${if (outstanding == 1) " is" else "s are"} " +
                 "outstanding (posted and not awaited yet)")
         }
         if (n == 0) return emptyList()
@@ -163,12 +163,19 @@ public abstract class QpScope internal constructor() : CommonScope {
     /** Work requests posted and not yet awaited ([awaitAll] awaits them all), forgotten ones included ([awaitCompletion]). */
     public abstract val outstanding: Int
 
-    /** Records how long [block] takes in the latency section [name] of the results. */
+    /**
+     * Records how long [block] takes in the latency section [name] of the results; the samples of
+     * every QP that uses [name] make one section. A name keeps the kind of its first use for the
+     * whole scenario, on every QP and across loops and [measureFromHere]: using it with
+     * [measureRoundTrip] after [measure], or the other way round, fails at that call, before its
+     * block runs (the launcher names the script's line).
+     */
     public abstract suspend fun <T> measure(name: String, block: suspend () -> T): T
 
     /**
      * [measure] for a ping-pong's round trip: the results report section [name] one way (half the
-     * round trip, as perftest's latency tests do) with the round trip beside it.
+     * round trip, as perftest's latency tests do) with the round trip beside it. A name is either
+     * kind, never both ([measure]).
      */
     public abstract suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T
 

@@ -16,13 +16,14 @@ public data class ScriptSource(val path: String, val fileName: String, val lines
  * The line of [script] that threw [cause], if the script's own code threw it: any exception with
  * a frame of the script, except those the DSL, the runtime or a cancellation raise (their
  * sentences say what happened), which count only when the script itself threw them (a
- * `throw ScenarioException("...")` of its own: its innermost frame is the script's).
+ * `throw ScenarioException("...")` of its own: its innermost frame is the script's), and a
+ * [ScriptCallException], whose line is the script's call that was wrong.
  */
 public fun scriptLine(cause: Throwable, script: ScriptSource): Int? {
     if (cause is java.util.concurrent.CancellationException || cause is PeerException) return null
     val trace = cause.stackTrace
-    val dsl = cause is ScenarioException || cause is VerbsException || cause is EngineException || cause is IOException ||
-        cause.javaClass.name.startsWith("dev.rdmarun.")
+    val dsl = cause !is ScriptCallException && (cause is ScenarioException || cause is VerbsException || cause is EngineException ||
+        cause is IOException || cause.javaClass.name.startsWith("dev.rdmarun."))
     fun scripts(f: StackTraceElement) = f.fileName == script.fileName && f.lineNumber in 1..script.lines
     val frame = if (dsl) trace.firstOrNull() else trace.firstOrNull(::scripts)
     return frame?.takeIf(::scripts)?.lineNumber
@@ -35,7 +36,15 @@ public fun scriptLine(cause: Throwable, script: ScriptSource): Int? {
  */
 public fun describeFailure(cause: Throwable, script: ScriptSource?): String {
     val line = script?.let { scriptLine(cause, it) } ?: return describeFailure(cause)
+    if (cause is ScriptCallException) return "script failed at ${printable(script.path)}:$line: ${printable(cause.describe())}"
     val type = cause.javaClass.simpleName.ifEmpty { cause.javaClass.name }
     val hint = (cause as? ScenarioException)?.hint?.let { "\n  hint: ${printable(it)}" } ?: ""
     return "script failed at ${printable(script.path)}:$line: $type" + (cause.message?.let { ": ${printable(it)}" } ?: "") + hint
 }
+
+/**
+ * A call the script should not have made as it did (a section name's second kind, an await with
+ * nothing to await): thrown at the call, before it does anything, so that [scriptLine] names the
+ * script's line that made it. Still a [ScenarioException] to whoever catches it.
+ */
+internal class ScriptCallException(message: String) : ScenarioException(message)

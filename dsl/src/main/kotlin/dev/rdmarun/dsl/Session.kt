@@ -139,7 +139,7 @@ internal class Session(
                     coroutine.ensureActive() // a cancellation before the listener existed did not close it
                     verbs.openDevice()
                     verbs.createResources()
-                    verbs.engines.forEach { drivers.add(QpDriver(this@Session, it)) }
+                    SectionKinds().let { kinds -> verbs.engines.forEach { drivers.add(QpDriver(this@Session, it, kinds)) } }
                     secret
                 }
                 // On the dispatcher thread, which polls from now on.

@@ -191,4 +191,32 @@ class KotlinConventionsSpec : FunSpec({
         none.shouldBeInstanceOf<List<*>>().shouldBeEmpty()
         beyond shouldBe "awaitCompletions(4) on QP 0: only 3 work requests are outstanding (posted and not awaited yet)"
     }
+
+    test("a section name keeps its first kind on every QP, across measureFromHere, and a refused call runs nothing") {
+        var otherQp: String? = null
+        var afterReset: String? = null
+        var ran = false
+        val (server, client) = pair {
+            timeout(wait * 3)
+            qps(2)
+            connect(peer)
+            client {
+                qp(0) { repeat(3) { measure("x") { } } }
+                qp(1) { otherQp = shouldThrow<ScenarioException> { measureRoundTrip("x") { ran = true } }.message }
+                qp(0) {
+                    measureFromHere()
+                    afterReset = shouldThrow<ScenarioException> { measureRoundTrip("x") { ran = true } }.message
+                    measure("x") { }
+                }
+            }
+        }
+        server.getOrThrow()
+        val x = client.getOrThrow().sections.getValue("x")
+        otherQp shouldBe "measureRoundTrip(\"x\"): section x was measured with measure already, and a name keeps one kind " +
+            "for the whole scenario, on every QP: give this one another name"
+        afterReset shouldBe otherQp
+        ran shouldBe false
+        x.roundTrip shouldBe false
+        x.count shouldBe 1L // the sample after measureFromHere; the refused calls recorded none
+    }
 })

@@ -358,6 +358,17 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldContain "(client): the server failed: script failed at ${thrower.path}:5: ScenarioException: x\n"
     }
 
+    test("a call the DSL refuses (a section's second kind) is reported at the script's line, on both sides of --loopback") {
+        val kinds = script("section-kinds.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n" +
+            "    qp(0) {\n        server { measure(\"x\") { } }\n        server { measureRoundTrip(\"x\") { } }\n    }\n    barrier()\n}\n")
+        val result = run(kinds.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
+        result.statusCode shouldBe 1
+        val said = "script failed at ${kinds.path}:7: measureRoundTrip(\"x\"): section x was measured with measure already, " +
+            "and a name keeps one kind for the whole scenario, on every QP: give this one another name\n"
+        result.stderr shouldContain "rdma-run (server): $said"
+        result.stderr shouldContain "(client): the server failed: $said"
+    }
+
     test("a null dereference in the script is reported at its line on both sides of --loopback, escaped") {
         val npe = script("null-deref.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n" +
             "    val text: String? = if (isServer) null else \"y\"\n    server { println(text!!.length) }\n    barrier()\n}\n")
