@@ -31,8 +31,9 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
 
     fun overallTimeout(what: String) = CommandFailure("--timeout reached while $what")
 
-    fun peerTimeout(what: String) =
-        CommandFailure("the peer did not respond for ${peerTimeoutMs / 1000.0} s while $what (--peer-timeout)")
+    /** [hint]: what the wait's likely cause is, after the sentence. */
+    fun peerTimeout(what: String, hint: String? = null) =
+        CommandFailure("the peer did not respond for ${peerTimeoutMs / 1000.0} s while $what (--peer-timeout)" + (hint?.let { "; hint: $it" } ?: ""))
 
     /** The failure for a wait that timed out (a socket timeout may fire a little before the deadline it was cut to). */
     fun timeout(what: String): CommandFailure =

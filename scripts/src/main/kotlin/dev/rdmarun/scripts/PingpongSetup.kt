@@ -15,6 +15,7 @@ import dev.rdmarun.runtime.QueuePairConfig
 import dev.rdmarun.runtime.RtrAttributes
 import dev.rdmarun.runtime.RtsAttributes
 import dev.rdmarun.runtime.SendFlags
+import dev.rdmarun.runtime.VerbsException
 import dev.rdmarun.runtime.WorkCompletions
 import java.util.EnumSet
 
@@ -132,7 +133,7 @@ internal class PingpongSetup(
                 if (++idlePolls and 0x3ff == 0) {
                     val now = System.nanoTime()
                     if (now - lastCompletion > peerTimeoutNanos) {
-                        throw limits.peerTimeout("waiting for a completion after $scnt sends and $rcnt receives")
+                        throw limits.peerTimeout("waiting for a completion after $scnt of $total sends and $rcnt of $total receives", FLAGS_HINT)
                     }
                     if (now - deadline >= 0) {
                         throw limits.overallTimeout("ping-ponging ($scnt sends and $rcnt receives completed)")
@@ -144,7 +145,7 @@ internal class PingpongSetup(
             idlePolls = 0
             lastCompletion = System.nanoTime()
             for (i in 0 until n) {
-                if (!wc.isSuccess(i)) throw wc.failure(i)
+                if (!wc.isSuccess(i)) throw exchangeFailed(wc.failure(i))
                 val wrId = wc.wrId(i)
                 when (wrId) {
                     PingpongCommand.SEND_WRID -> scnt++
@@ -171,7 +172,17 @@ internal class PingpongSetup(
         return lastCompletion - marks[0]
     }
 
+    /** A failed completion of the ping-pong, with the cause rdma-run sees most: the peer's other -s. */
+    private fun exchangeFailed(e: VerbsException) =
+        CommandFailure("${RdmaCommand.oneLine(e)}; this side sends and receives $size bytes: $FLAGS_HINT", cause = e)
+
     companion object {
+        /**
+         * ibv_rc_pingpong's exchange carries addresses only, so neither side can check the other's
+         * flags before the ping-pong: a larger -s fails its work requests, a smaller -n ends first.
+         */
+        const val FLAGS_HINT = "a peer run with another -s or -n ends the ping-pong this way: give both sides the same -s and -n"
+
         /** A deadline for "none": about 73 years from now, never reached by System.nanoTime differences. */
         fun noDeadline(): Long = System.nanoTime() + Long.MAX_VALUE / 4
     }

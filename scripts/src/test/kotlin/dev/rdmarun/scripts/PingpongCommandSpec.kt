@@ -7,6 +7,7 @@ import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldBeEmpty
 import io.kotest.matchers.collections.shouldHaveSize
 import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldContain
 import io.kotest.matchers.string.shouldMatch
 import java.net.ServerSocket
 import java.util.concurrent.CompletableFuture
@@ -28,6 +29,34 @@ class PingpongCommandSpec : FunSpec({
         Thread.ofPlatform().name("pingpong-server").start { server.complete(rdmaRun().test(common)) }
         val client = rdmaRun().test(common + "127.0.0.1") // retries until the server listens
         return server.get(120, TimeUnit.SECONDS) to client
+    }
+
+    /** Server and client with their own options (after the port), no pre-flight; the results once both ended. */
+    fun mismatched(server: List<String>, client: List<String>): Pair<CliktCommandTestResult, CliktCommandTestResult> {
+        val port = freePort().toString()
+        fun args(own: List<String>) = listOf("pingpong", "-d", "soft0", "-p", port, "--no-preflight", "--peer-timeout", "3") + own
+        val done = CompletableFuture<CliktCommandTestResult>()
+        Thread.ofPlatform().name("pingpong-server").start { done.complete(rdmaRun().test(args(server))) }
+        val c = rdmaRun().test(args(client) + "127.0.0.1")
+        return done.get(120, TimeUnit.SECONDS) to c
+    }
+
+    test("a peer with another -s or -n: the side that fails names both flags (the exchange cannot carry them)") {
+        val (server, client) = mismatched(listOf("-s", "64", "-n", "200"), listOf("-s", "128", "-n", "200"))
+        withClue("server: ${server.stderr}\nclient: ${client.stderr}") {
+            for (side in listOf(server, client)) {
+                side.statusCode shouldBe 1
+                side.stderr shouldContain PingpongSetup.FLAGS_HINT
+            }
+            server.stderr shouldContain "this side sends and receives 64 bytes"
+            client.stderr shouldContain "this side sends and receives 128 bytes"
+        }
+        val (fewer, more) = mismatched(listOf("-s", "64", "-n", "100"), listOf("-s", "64", "-n", "200"))
+        withClue("server: ${fewer.stderr}\nclient: ${more.stderr}") {
+            fewer.statusCode shouldBe 0
+            more.statusCode shouldBe 1
+            more.stderr shouldContain PingpongSetup.FLAGS_HINT
+        }
     }
 
     /** ibv_rc_pingpong's four stdout lines; returns (local, remote) addresses. */
