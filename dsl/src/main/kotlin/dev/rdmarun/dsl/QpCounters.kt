@@ -16,11 +16,23 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
 
     val sections = HashMap<String, Section>()
 
+    /** System.nanoTime() of this QP's last [measureFromHere]; null while all it did is measured. */
+    private var measuredFrom: Long? = null
+
+    /** The engine's posted work requests and their bytes at [measuredFrom]: the measured ones came after. */
+    private var postedBefore = 0L
+    private var bytesPostedBefore = 0L
+
     /**
-     * What this QP measured so far was a warm-up: its sections start again from here (the engine
+     * What this QP measured so far was a warm-up: its sections start again from [now] (the engine
      * splits its own counters at the same point, [dev.rdmarun.runtime.engine.QpEngine.measureFromHere]).
      */
-    fun measureFromHere() {
+    fun measureFromHere(now: Long) {
+        measuredFrom = now
+        stats?.let {
+            postedBefore = it.posted()
+            bytesPostedBefore = it.bytesPosted()
+        }
         // Emptied in place, not removed: a section's next sample would otherwise take the path of a
         // new one, which the JIT compiled as never taken during the warm-up, and the measured loop
         // would start back in the interpreter. Empty sections are left out of the results.
@@ -39,6 +51,9 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
      */
     fun section(name: String, roundTrip: Boolean): Section {
         sections[name]?.let { if (it.roundTrip == roundTrip) return it }
+        if (name.isBlank()) {
+            throw ScriptCallException("${if (roundTrip) "measureRoundTrip" else "measure"}(\"$name\"): a section needs a name the results can show")
+        }
         kinds.claim(name, roundTrip)
         return Section(roundTrip).also { sections[name] = it }
     }
@@ -56,9 +71,14 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
         var messagesReceived = 0L
         var messagesNotReceived = 0L
         var latency: Histogram? = null
+        var posted = 0L
+        var bytesPosted = 0L
 
-        /** Adds the measured phase of [s]: work requests posted and messages taken after the last warm-up. */
-        fun add(s: QpStats) {
+        /** Adds the measured phase of [c]: work requests posted and messages taken after the last warm-up. */
+        fun add(c: QpCounters) {
+            val s = c.stats ?: return
+            posted += s.posted() - c.postedBefore
+            bytesPosted += s.bytesPosted() - c.bytesPostedBefore
             val m = s.measured()
             bytesSent += m.bytesSent
             bytesReceived += m.bytesReceived
@@ -79,25 +99,34 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
             sentGbps = if (seconds > 0) bytesSent * 8 / seconds / 1e9 else 0.0,
             receivedGbps = if (seconds > 0) bytesReceived * 8 / seconds / 1e9 else 0.0,
             mpps = if (seconds > 0) (operations + messagesReceived) / seconds / 1e6 else 0.0,
-            latency = latency?.let { LatencySummary.of(it) },
+            // The work requests' size, not the messages': a ping-pong's are the other side's.
+            latency = latency?.let { h -> LatencySummary.of(h)?.copy(bytesPerSample = if (posted > 0) bytesPosted / posted else null) },
         )
     }
 
     companion object {
-        fun result(role: Role, device: String, durationNanos: Long, perQp: List<QpCounters>): ScenarioResult {
+        /**
+         * The side's results at [endNanos]: each QP's rates over its own measured time (from its
+         * last warm-up's end, else from [startNanos]), the totals over the earliest of those, the
+         * one time that holds every byte they count.
+         */
+        fun result(role: Role, device: String, startNanos: Long, endNanos: Long, perQp: List<QpCounters>): ScenarioResult {
+            fun from(c: QpCounters) = c.measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos
+            val durationNanos = endNanos - (perQp.minOfOrNull(::from) ?: startNanos)
             val seconds = durationNanos / 1e9
             val total = Totals()
             // One kind per name across QPs (SectionKinds): the first QP's says it for all.
             val sections = HashMap<String, Section>()
             val each = perQp.mapIndexed { i, c ->
                 val t = Totals()
-                c.stats?.let { t.add(it); total.add(it) }
+                t.add(c)
+                total.add(c)
                 for ((name, s) in c.sections) {
                     val sum = sections.getOrPut(name) { Section(s.roundTrip) }
                     sum.histogram.add(s.histogram)
                     sum.bytes += s.bytes
                 }
-                t.toResult(i, seconds)
+                t.toResult(i, (endNanos - from(c)) / 1e9)
             }
             return ScenarioResult(
                 role = role,

@@ -76,12 +76,11 @@ internal class QpLoopHost(private val session: Session, private val engine: QpEn
         measuredRunEnded = true
     }
 
-    /** [CommonScope.measureFromHere] for this QP: its engine, its sections, and the session's start. */
+    /** [CommonScope.measureFromHere] for this QP: its engine, its sections and its measured time. */
     fun measureFromHere() {
         val now = System.nanoTime()
         if (peerWarmupWaiting >= 0) engine.measureFromHere(now, peerWarmupWaiting) else engine.measureFromHere(now)
         peerWarmupWaiting = -1
-        counters.measureFromHere()
-        session.measuredFrom(now)
+        counters.measureFromHere(now)
     }
 }

@@ -60,9 +60,11 @@ public data class LatencySummary(
 /**
  * Traffic of one QP ([qp]) or of all ([qp] null), as this side saw it: bytes it sent (send,
  * write) and received (receives, READ data, atomic results), work requests it completed,
- * messages it received; rates over the run's duration; latency from post to completion of its
- * signaled work requests. RDMA WRITE/READ/atomics of the peer leave no trace on this side (no
- * completion): their numbers are on the peer's side.
+ * messages it received; rates over the QP's measured time (the side's duration for [qp] null,
+ * see [ScenarioResult.durationNanos]); latency from post to completion of its signaled work
+ * requests, whose `bytesPerSample` is the measured work requests' average size. RDMA
+ * WRITE/READ/atomics of the peer leave no trace on this side (no completion): their numbers are
+ * on the peer's side.
  */
 @Serializable
 public data class TrafficResult(
@@ -131,8 +133,10 @@ public data class ConnectionInfo(
 /**
  * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` gives it as JSON
  * (the launcher's `--json` writes it inside a results document, schema 2).
- * [durationNanos] runs from the end of connect(peer) until both sides finished (their work
- * completed), so both peers divide by comparable times.
+ * [durationNanos] runs from the end of connect(peer), or from the end of a warm-up when every
+ * QP had one (the earliest: the one time that holds every byte counted), until both sides
+ * finished (their work completed), so both peers divide by comparable times; each QP's own rates
+ * ([qps]) are over its own measured time, from its last warm-up's end.
  */
 @Serializable
 public data class ScenarioResult(
@@ -166,7 +170,7 @@ public data class ScenarioResult(
         /** The result of a run that did not happen (`--check`): no traffic. */
         public fun empty(role: Role, device: String, qps: Int): ScenarioResult {
             val none = List(qps) { QpCounters() }
-            return QpCounters.result(role, device, 0, none)
+            return QpCounters.result(role, device, 0, 0, none)
         }
 
         /** The header of rdma-run's own latency lines (after perftest's block): a label, then perftest's figures. */

@@ -87,14 +87,6 @@ internal class Session(
     private var barrierSeq = 0
     private var startNanos = 0L
 
-    /** The latest end of a warm-up ([ScenarioScope.measureFromHere]): the results' duration starts there. */
-    private var measuredFrom: Long? = null
-
-    fun measuredFrom(nanos: Long) {
-        val latest = measuredFrom
-        if (latest == null || nanos - latest > 0) measuredFrom = nanos
-    }
-
     @Volatile
     var tearingDown = false
         private set
@@ -324,7 +316,7 @@ internal class Session(
         for (d in drivers) d.awaitCreditIdle()
         sendControl(Done(2))
         awaitControl(Done(2), "its final frame")
-        return QpCounters.result(role, deviceName, end - (measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos), drivers.map { it.counters })
+        return QpCounters.result(role, deviceName, startNanos, end, drivers.map { it.counters })
             .copy(connection = verbs.connection, parameters = plan.parameters, fingerprint = plan.fingerprint, warmup = warmup.summaries(), preflight = preflight,
                 peerMeasuredLatency = peerDone.latency, pair = pairing?.pair)
     }

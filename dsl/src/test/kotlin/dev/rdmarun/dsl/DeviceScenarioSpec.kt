@@ -5,6 +5,7 @@ import dev.rdmarun.runtime.engine.EngineException
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
+import io.kotest.matchers.longs.shouldBeGreaterThan
 import io.kotest.matchers.longs.shouldBeLessThanOrEqual
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
@@ -12,6 +13,7 @@ import io.kotest.matchers.string.shouldNotContain
 import io.kotest.matchers.types.shouldBeInstanceOf
 import java.lang.foreign.ValueLayout
 import java.net.ServerSocket
+import kotlin.math.roundToLong
 import kotlin.time.Duration.Companion.seconds
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
@@ -375,6 +377,53 @@ class DeviceScenarioSpec : FunSpec({
                 "write() of 8 bytes on QP 0 at remoteOffset 60 does not fit the peer's 64-byte buffer",
                 "fetchAndAdd() on QP 0: remoteOffset 4 is not 8-byte aligned (atomics work on aligned 64-bit words)",
             )
+        }
+
+        test("one QP's measureFromHere leaves the other QPs' time whole; each QP's rates are over its own ($device)") {
+            var qp1Start = 0L
+            var qp0Reset = 0L
+            val (server, client) = pair {
+                qps(2)
+                bufferSize(256)
+                connect(peer)
+                if (isClient) qp1Start = System.nanoTime()
+                qp(1) { if (isClient) repeat(1000) { send(256); awaitCompletion() } else repeat(1000) { receive(copyPayload = false) } }
+                qp(0) {
+                    if (isClient) {
+                        repeat(50) { send(64); awaitCompletion() }
+                        qp0Reset = System.nanoTime()
+                        measureFromHere()
+                        repeat(10) { send(64); awaitCompletion() }
+                    } else {
+                        repeat(60) { receive(copyPayload = false) }
+                    }
+                }
+            }
+            server.getOrThrow()
+            val c = client.getOrThrow()
+            val (q0, q1) = c.qps
+            q1.bytesSent shouldBe 1000L * 256
+            q0.bytesSent shouldBe 10L * 64
+            c.total.bytesSent shouldBe q0.bytesSent + q1.bytesSent
+            // The side's time holds every byte it counts, QP 1's 1000 sends before QP 0's reset
+            // included (before, it began at that reset: QP 1's rate came out many times too high).
+            c.durationNanos shouldBeGreaterThan qp0Reset - qp1Start
+            // Each QP over its own time: QP 0's 640 bytes over its last 10 sends only.
+            (q0.sentGbps * c.durationNanos / 1e9 > q0.bytesSent * 8 / 1e9) shouldBe true
+            (q1.sentGbps * c.durationNanos / 1e9 * 1e9 / 8).roundToLong() shouldBe q1.bytesSent
+        }
+
+        test("the work requests' latency row has the size of this side's work requests, not the peer's messages ($device)") {
+            val (server, client) = pair {
+                bufferSize(1024)
+                connect(peer)
+                qp(0) {
+                    if (isClient) repeat(100) { send(64); awaitCompletion(); receive(copyPayload = false) }
+                    else repeat(100) { receive(copyPayload = false); send(1024); awaitCompletion() }
+                }
+            }
+            server.getOrThrow().total.latency!!.bytesPerSample shouldBe 1024L
+            client.getOrThrow().total.latency!!.bytesPerSample shouldBe 64L
         }
 
         test("a receive the peer never answers ends with a sentence once the peer finished ($device)") {
