@@ -21,7 +21,7 @@ PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
 LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
-CASES=(devices pingpong multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
+CASES=(devices pingpong pingpong_other_secret multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
        script_figures ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra alltoall_hydra alltoall_srun)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
@@ -43,6 +43,18 @@ case_pingpong() {
   expect_pair_ok "500 iters in" || ok=1
   expect_log client "warm-up (not counted): 200 iters in" || ok=1
   return $ok
+}
+
+# pingpong peers with different secrets derive different soft0 fabric keys: no packet is
+# accepted, and each side's peer timeout names the token, not the flags (the server waits
+# longer: its first wait is for the client to connect).
+case_pingpong_other_secret() {
+  local port=18747
+  start server env RDMA_RUN_TOKEN=server-secret "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 50 --no-preflight --peer-timeout 15
+  wait_listen "$port" server || return 1
+  run client env RDMA_RUN_TOKEN=client-secret "$RDMA_RUN" pingpong -d "$DEV" -p "$port" -n 50 --no-preflight --peer-timeout 5 127.0.0.1
+  finish server
+  expect_pair 1 "after 0 of 50 sends and 0 of 50 receives (--peer-timeout); hint: no message of the peer arrived: on soft0 both sides need the same RDMA_RUN_TOKEN"
 }
 
 # The seeds' multi-QP flow at the runtime level, two processes: 4 RC QPs on one shared CQ each.

@@ -138,6 +138,9 @@ internal class QpDriver private constructor(private val session: Session, val en
     }
 
     override suspend fun copyWhenFree(payload: ByteArray, buffer: Int) {
+        val count = session.settings.bufferCount
+        // Named as the script called it: send(payload), not the buffer(i) it never called.
+        if (buffer !in 0 until count) throw ScriptCallException("send(payload) on QP $index: buffer $buffer is outside 0..${count - 1} (bufferCount $count)")
         val target = buffer(buffer)
         if (payload.size > target.byteSize()) {
             throw ScriptCallException("send(payload) of ${payload.size} bytes on QP $index is larger than bufferSize ${target.byteSize()}")

@@ -192,9 +192,11 @@ class KotlinConventionsSpec : FunSpec({
         beyond shouldBe "awaitCompletions(4) on QP 0: only 3 work requests are outstanding (posted and not awaited yet)"
     }
 
-    test("a section name keeps its first kind on every QP, across measureFromHere, and a refused call runs nothing") {
+    test("a section name keeps its first kind on every QP, across measureFromHere, and a refused call runs nothing; misuse names the call") {
         var otherQp: String? = null
         var afterReset: String? = null
+        var blank: String? = null
+        var wrongBuffer: String? = null
         var ran = false
         val (server, client) = pair {
             timeout(wait * 3)
@@ -202,7 +204,11 @@ class KotlinConventionsSpec : FunSpec({
             connect(peer)
             client {
                 qp(0) { repeat(3) { measure("x") { } } }
-                qp(1) { otherQp = shouldThrow<ScenarioException> { measureRoundTrip("x") { ran = true } }.message }
+                qp(1) {
+                    otherQp = shouldThrow<ScenarioException> { measureRoundTrip("x") { ran = true } }.message
+                    blank = shouldThrow<ScenarioException> { measure(" ") { ran = true } }.message
+                    wrongBuffer = shouldThrow<ScenarioException> { send(byteArrayOf(1), buffer = 1) }.message
+                }
                 qp(0) {
                     measureFromHere()
                     afterReset = shouldThrow<ScenarioException> { measureRoundTrip("x") { ran = true } }.message
@@ -215,6 +221,8 @@ class KotlinConventionsSpec : FunSpec({
         otherQp shouldBe "measureRoundTrip(\"x\"): section x was measured with measure already, and a name keeps one kind " +
             "for the whole scenario, on every QP: give this one another name"
         afterReset shouldBe otherQp
+        blank shouldBe "measure(\" \"): a section needs a name the results can show"
+        wrongBuffer shouldBe "send(payload) on QP 1: buffer 1 is outside 0..0 (bufferCount 1)"
         ran shouldBe false
         x.roundTrip shouldBe false
         x.count shouldBe 1L // the sample after measureFromHere; the refused calls recorded none

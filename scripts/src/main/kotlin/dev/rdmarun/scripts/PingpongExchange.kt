@@ -29,7 +29,8 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
         return minOf(left, peerTimeoutMs).coerceIn(1, Int.MAX_VALUE.toLong()).toInt()
     }
 
-    fun overallTimeout(what: String) = CommandFailure("--timeout reached while $what")
+    /** [hint]: as in [peerTimeout]. */
+    fun overallTimeout(what: String, hint: String? = null) = CommandFailure("--timeout reached while $what" + (hint?.let { "; hint: $it" } ?: ""))
 
     /** [hint]: what the wait's likely cause is, after the sentence. */
     fun peerTimeout(what: String, hint: String? = null) =

@@ -133,10 +133,10 @@ internal class PingpongSetup(
                 if (++idlePolls and 0x3ff == 0) {
                     val now = System.nanoTime()
                     if (now - lastCompletion > peerTimeoutNanos) {
-                        throw limits.peerTimeout("waiting for a completion after $scnt of $total sends and $rcnt of $total receives", FLAGS_HINT)
+                        throw limits.peerTimeout("waiting for a completion after $scnt of $total sends and $rcnt of $total receives", stalledHint(scnt + rcnt))
                     }
                     if (now - deadline >= 0) {
-                        throw limits.overallTimeout("ping-ponging ($scnt sends and $rcnt receives completed)")
+                        throw limits.overallTimeout("ping-ponging ($scnt of $total sends and $rcnt of $total receives completed)", stalledHint(scnt + rcnt))
                     }
                     if (++idleChecks and yieldMask != 0) Thread.yield()
                 }
@@ -176,12 +176,21 @@ internal class PingpongSetup(
     private fun exchangeFailed(e: VerbsException) =
         CommandFailure("${RdmaCommand.oneLine(e)}; this side sends and receives $size bytes: $FLAGS_HINT", cause = e)
 
+    /**
+     * Why the ping-pong stopped with no completion for a while, after [completions]: none at all on
+     * soft0 is most likely another fabric key (packets under it are dropped, unanswered).
+     */
+    private fun stalledHint(completions: Int) = if (completions == 0 && ctx.isSoftware()) TOKEN_HINT else FLAGS_HINT
+
     companion object {
         /**
          * ibv_rc_pingpong's exchange carries addresses only, so neither side can check the other's
          * flags before the ping-pong: a larger -s fails its work requests, a smaller -n ends first.
          */
-        const val FLAGS_HINT = "a peer run with another -s or -n ends the ping-pong this way: give both sides the same -s and -n"
+        const val FLAGS_HINT = "a peer run with another -s, -n or --warmup ends the ping-pong this way: give both sides the same -s, -n and --warmup"
+
+        const val TOKEN_HINT = "no message of the peer arrived: on soft0 both sides need the same RDMA_RUN_TOKEN (their fabric key comes " +
+            "from it, and a packet under another key is dropped), and the same -s, -n and --warmup"
 
         /** A deadline for "none": about 73 years from now, never reached by System.nanoTime differences. */
         fun noDeadline(): Long = System.nanoTime() + Long.MAX_VALUE / 4
