@@ -22,7 +22,10 @@ internal class Rounds {
  * [TrafficResult] for what counts): the figures the results will have once the run ends.
  */
 public data class LiveTotals(
-    /** Nanoseconds since the measured phase began: connect(peer) finished (QPs connected), or the last warm-up ended. */
+    /**
+     * Nanoseconds since the measured phase began: connect(peer) finished (QPs connected), or a
+     * warm-up ended on every QP (the earliest QP's end, as the results' duration).
+     */
     val elapsedNanos: Long,
     val bytesSent: Long,
     val bytesReceived: Long,
@@ -74,22 +77,22 @@ public class ScenarioMonitor(
         val started = runningSince
         if (started == 0L) return null
         val run = run
-        var since = started
         var phase = 0
         var sent = 0L
         var received = 0L
         var operations = 0L
         var messages = 0L
+        val since = ArrayList<Long>(counters.size)
         for (c in counters) {
             val m = c.measured()
-            if (m.phase > 0 && m.sinceNanos - since > 0) since = m.sinceNanos
+            since += measuredSince(started, m)
             phase += m.phase
             sent += m.bytesSent
             received += m.bytesReceived
             operations += m.operations
             messages += m.messagesReceived
         }
-        return LiveTotals(System.nanoTime() - since, sent, received, operations, messages, phase, run)
+        return LiveTotals(System.nanoTime() - earliest(started, since), sent, received, operations, messages, phase, run)
     }
 
     /**

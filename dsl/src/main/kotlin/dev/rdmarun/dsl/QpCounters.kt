@@ -16,19 +16,15 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
 
     val sections = HashMap<String, Section>()
 
-    /** System.nanoTime() of this QP's last [measureFromHere]; null while all it did is measured. */
-    private var measuredFrom: Long? = null
-
-    /** The engine's posted work requests and their bytes at [measuredFrom]: the measured ones came after. */
+    /** The engine's posted work requests and their bytes at the last [measureFromHere]: the measured ones came after. */
     private var postedBefore = 0L
     private var bytesPostedBefore = 0L
 
     /**
-     * What this QP measured so far was a warm-up: its sections start again from [now] (the engine
+     * What this QP measured so far was a warm-up: its sections start again from here (the engine
      * splits its own counters at the same point, [dev.rdmarun.runtime.engine.QpEngine.measureFromHere]).
      */
-    fun measureFromHere(now: Long) {
-        measuredFrom = now
+    fun measureFromHere() {
         stats?.let {
             postedBefore = it.posted()
             bytesPostedBefore = it.bytesPosted()
@@ -111,8 +107,8 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
          * one time that holds every byte they count.
          */
         fun result(role: Role, device: String, startNanos: Long, endNanos: Long, perQp: List<QpCounters>): ScenarioResult {
-            fun from(c: QpCounters) = c.measuredFrom?.takeIf { it - startNanos > 0 } ?: startNanos
-            val durationNanos = endNanos - (perQp.minOfOrNull(::from) ?: startNanos)
+            fun from(c: QpCounters) = c.stats?.let { measuredSince(startNanos, it.measured()) } ?: startNanos
+            val durationNanos = endNanos - earliest(startNanos, perQp.map(::from))
             val seconds = durationNanos / 1e9
             val total = Totals()
             // One kind per name across QPs (SectionKinds): the first QP's says it for all.
@@ -161,3 +157,13 @@ internal class SectionKinds {
         }
     }
 }
+
+/**
+ * When a QP's measured phase began, in System.nanoTime(): its last warm-up's end ([m]), else the
+ * side's [start]. The side's own is the [earliest] of its QPs': the results' duration and the
+ * live totals' elapsed time both start there.
+ */
+internal fun measuredSince(start: Long, m: QpStats.Measured): Long = if (m.phase > 0 && m.sinceNanos - start > 0) m.sinceNanos else start
+
+/** The earliest of [times] (System.nanoTime() values, compared by difference), [start] for none. */
+internal fun earliest(start: Long, times: List<Long>): Long = times.reduceOrNull { a, b -> if (b - a < 0) b else a } ?: start

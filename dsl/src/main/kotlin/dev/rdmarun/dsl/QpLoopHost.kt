@@ -81,6 +81,6 @@ internal class QpLoopHost(private val session: Session, private val engine: QpEn
         val now = System.nanoTime()
         if (peerWarmupWaiting >= 0) engine.measureFromHere(now, peerWarmupWaiting) else engine.measureFromHere(now)
         peerWarmupWaiting = -1
-        counters.measureFromHere(now)
+        counters.measureFromHere()
     }
 }
