@@ -107,8 +107,8 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
          * one time that holds every byte they count.
          */
         fun result(role: Role, device: String, startNanos: Long, endNanos: Long, perQp: List<QpCounters>): ScenarioResult {
-            fun from(c: QpCounters) = c.stats?.let { measuredSince(startNanos, it.measured()) } ?: startNanos
-            val durationNanos = endNanos - earliest(startNanos, perQp.map(::from))
+            val from = perQp.map { c -> c.stats?.let { measuredSince(startNanos, it.measured()) } ?: startNanos }
+            val durationNanos = endNanos - earliest(startNanos, from)
             val seconds = durationNanos / 1e9
             val total = Totals()
             // One kind per name across QPs (SectionKinds): the first QP's says it for all.
@@ -122,7 +122,7 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
                     sum.histogram.add(s.histogram)
                     sum.bytes += s.bytes
                 }
-                t.toResult(i, (endNanos - from(c)) / 1e9)
+                t.toResult(i, (endNanos - from[i]) / 1e9)
             }
             return ScenarioResult(
                 role = role,

@@ -78,9 +78,13 @@ internal class QpDriver private constructor(private val session: Session, val en
     override val isClient: Boolean get() = session.role == Role.CLIENT
     override fun param(name: String, default: String) = session.parameter(name) ?: default
 
-    override fun buffer(i: Int): MemorySegment {
+    override fun buffer(i: Int): MemorySegment =
+        bufferSlice(i) { count -> "buffer($i) on QP $index is outside 0..${count - 1} (bufferCount $count)" }
+
+    /** Buffer [i]'s memory; one out of range fails with [outside]'s sentence, named as the script's call. */
+    private inline fun bufferSlice(i: Int, outside: (count: Int) -> String): MemorySegment {
         val s = session.settings
-        if (i !in 0 until s.bufferCount) throw ScriptCallException("buffer($i) on QP $index is outside 0..${s.bufferCount - 1} (bufferCount ${s.bufferCount})")
+        if (i !in 0 until s.bufferCount) throw ScriptCallException(outside(s.bufferCount))
         return engine.dataRegion().segment().asSlice(i.toLong() * s.bufferSize, s.bufferSize.toLong())
     }
 
@@ -138,10 +142,8 @@ internal class QpDriver private constructor(private val session: Session, val en
     }
 
     override suspend fun copyWhenFree(payload: ByteArray, buffer: Int) {
-        val count = session.settings.bufferCount
         // Named as the script called it: send(payload), not the buffer(i) it never called.
-        if (buffer !in 0 until count) throw ScriptCallException("send(payload) on QP $index: buffer $buffer is outside 0..${count - 1} (bufferCount $count)")
-        val target = buffer(buffer)
+        val target = bufferSlice(buffer) { count -> "send(payload) on QP $index: buffer $buffer is outside 0..${count - 1} (bufferCount $count)" }
         if (payload.size > target.byteSize()) {
             throw ScriptCallException("send(payload) of ${payload.size} bytes on QP $index is larger than bufferSize ${target.byteSize()}")
         }
