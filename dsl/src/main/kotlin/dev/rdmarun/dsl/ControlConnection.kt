@@ -7,6 +7,7 @@ import java.io.DataInputStream
 import java.io.DataOutputStream
 import java.io.IOException
 import java.net.Socket
+import java.net.SocketException
 import java.net.SocketTimeoutException
 import java.util.concurrent.ScheduledThreadPoolExecutor
 import java.util.concurrent.TimeUnit
@@ -212,14 +213,15 @@ internal class ControlConnection private constructor(
                 }
             } catch (e: PeerException) {
                 if (!closing) {
-                    val lost: Exception = when (e.cause) {
+                    val lost: Exception = when (val cause = e.cause) {
                         is SocketTimeoutException -> if (deadlineInput.bytesSinceDeadline > 0) {
                             RdmaTimeoutException("the ${peerRole.label} sent its frames too slowly: no complete frame within $timeout", e)
                         } else {
                             RdmaTimeoutException("the ${peerRole.label} sent nothing for $timeout (not even heartbeats): it hangs or the network is down", e)
                         }
-                        is java.io.EOFException ->
-                            PeerException("the ${peerRole.label} closed the control connection in the middle of the scenario (it crashed or was killed)", e)
+                        // A killed peer's kernel sends FIN, or RST when our last heartbeat was still unread there.
+                        is java.io.EOFException -> closedMidScenario(e)
+                        is SocketException -> if (cause.message == "Connection reset") closedMidScenario(e) else e
                         else -> e
                     }
                     inbox.close(lost)
@@ -241,6 +243,9 @@ internal class ControlConnection private constructor(
             }
         }
     }
+
+    private fun closedMidScenario(e: PeerException) =
+        PeerException("the ${peerRole.label} closed the control connection in the middle of the scenario (it crashed or was killed)", e)
 
     /**
      * Waits for [expected] as the peer's next frame; anything else means the scenarios differ.

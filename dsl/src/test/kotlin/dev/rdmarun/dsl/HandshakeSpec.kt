@@ -425,6 +425,22 @@ class HandshakeSpec : FunSpec({
             serverSide.close()
         }
 
+        test("while watching, a peer whose kernel resets the connection is reported as closed, as a FIN is") {
+            // A killed peer's kernel sends RST instead of FIN when data it never read is left: SO_LINGER 0 sends it on close.
+            val (s, c) = connectedPair()
+            val serverSide = server(s)
+            val clientSide = client(c)
+            val (a, b) = both({ serverSide.handshake(hello(Role.SERVER)) }, { clientSide.handshake(hello(Role.CLIENT)) })
+            a.getOrThrow()
+            b.getOrThrow()
+            val w = serverSide.watch()
+            c.setSoLinger(true, 0)
+            c.close()
+            withTimeout(5.seconds) { w.lost.await() }.message shouldBe
+                "the client closed the control connection in the middle of the scenario (it crashed or was killed)"
+            serverSide.close()
+        }
+
         test("while watching, a silent peer is reported once the timeout passes") {
             val (serverSide, clientSide) = handshaken(timeout = 1.seconds)
             val w = serverSide.watch()
