@@ -40,9 +40,9 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-90}
 export RDMA_RUN_JAVA_OPTS
 
 CASES=(runtime_device_tests dsl_device_tests devices gids pingpong_server pingpong_client multiqp multiqp_mismatch multiqp_bad_peer
-       script_multi_qp script_card script_pingpong_lat script_write_bw script_read_lat script_atomics script_loopback
+       script_multi_qp script_card script_pingpong_lat script_write_bw script_atomics script_loopback
        script_progress script_peer_killed script_interrupted script_link_down script_memlock
-       script_figures ranks_alltoall_incast)
+       script_figures ranks_alltoall)
 
 # ---- helpers ----
 
@@ -372,26 +372,20 @@ case_script_write_bw() {
   return $ok
 }
 
-case_script_read_lat() {
-  local ok=0
-  script_pair read-lat 18644 "${NO_WARMUP[@]}" || ok=1
-  expect_log client "read" || ok=1
-  note "client: $(section client read)"
-  return $ok
-}
-
 # atomics.main.kts in two processes: awaited adds, then 4 in flight per QP, each with its own old value.
 case_script_atomics() {
   local ok=0
   script_pair atomics 18645 --set qps=2 "${NO_WARMUP[@]}" || ok=1
-  note "client: $(section client fetch-and-add)"
+  note "client: $(perftest_row client)"
   return $ok
 }
 
-# Every sample with --loopback: server and client in one JVM, on the first device ($DEV here).
+# --loopback: server and client in one JVM, on the first device ($DEV here). The design card, and
+# ring, the one sample no other case here runs on rxe0; every sample runs with --loopback on soft0
+# in ScenarioCommandSpec, so more here would add only minutes of the emulated VM.
 case_script_loopback() {
   local ok=0 kts name
-  for kts in "$SAMPLES"/*.main.kts; do
+  for kts in "$SAMPLES"/card.main.kts "$SAMPLES"/ring.main.kts; do
     name=$(basename "$kts" .main.kts | tr -c 'A-Za-z0-9_\n' _) # a process name is part of variable names
     run "$name" "$RDMA_RUN" "$kts" --loopback --debug --set warmup=0 --set preflight=0 # the warm-up has cases of its own
     expect_rc "$name" 0 || ok=1
@@ -572,23 +566,20 @@ case_script_figures() {
 
 # Four ranks on one rxe0, each with its own address on the netdev and its own RoCE v2 GID (found
 # by its address, never by a fixed index): rxe keeps traffic between its own addresses in its
-# loopback path. All to all (12 pairs, every byte checked), then incast to rank 0 (3 x 200
-# messages of 4096 bytes); the resource counts of rxe0 are the same before and after.
-case_ranks_alltoall_incast() {
-  local ok=0 k sample port=18670
+# loopback path. All to all: 12 pairs, every byte checked; the resource counts of rxe0 are the
+# same before and after. Incast runs on soft0 under mpiexec (soft-e2e.sh) and on rxe0 in bench/.
+case_ranks_alltoall() {
+  local ok=0 k
+  # Four JVMs on the one emulated vCPU: each takes 150 s to reach its scenario on a quiet host.
+  local PROC_TIMEOUT=$((PROC_TIMEOUT * 2))
   if rank_addresses_add 4; then
     note "GID indices of 10.77.0.2-5: ${RANK_GIDX[*]}"
-    for sample in alltoall incast; do
-      for k in 0 1 2 3; do
-        start "$sample$k" "$RDMA_RUN" "$SAMPLES/$sample.main.kts" -d "$DEV" -g "${RANK_GIDX[k]}" --timeout "$SCRIPT_TIMEOUT" \
-          --rank "$k" --ranks 4 --rendezvous "10.77.0.2:$port" "${NO_WARMUP[@]}" --set iterations=200 --json "$case_dir/$sample.json"
-      done
-      for k in 0 1 2 3; do finish "$sample$k"; expect_rc "$sample$k" 0 || ok=1; done
-      port=$((port + 1))
+    for k in 0 1 2 3; do
+      start "alltoall$k" "$RDMA_RUN" "$SAMPLES/alltoall.main.kts" -d "$DEV" -g "${RANK_GIDX[k]}" --timeout 240s \
+        --rank "$k" --ranks 4 --rendezvous "10.77.0.2:18670" "${NO_WARMUP[@]}" --set iterations=200 --json "$case_dir/alltoall.json"
     done
+    for k in 0 1 2 3; do finish "alltoall$k"; expect_rc "alltoall$k" 0 || ok=1; done
     for k in 0 1 2 3; do expect_log "alltoall$k" "alltoall: rank $k of 4 wrote to 3 ranks and checked what each wrote" || ok=1; done
-    expect_log incast0 "incast: rank 0 received 2457600 bytes from 3 senders, every message checked" || ok=1
-    for k in 1 2 3; do expect_log "incast$k" "incast: rank $k sent 819200 bytes to rank 0" || ok=1; done
     # Rank 0's JSON sums each rank's 3 pairs (and the 12 in all); rank 3's its own 3.
     [ "$(grep -c '"pairs": 3,' "$case_dir/alltoall.json")" = 4 ] && grep -q '"pairs": 12,' "$case_dir/alltoall.json" &&
       [ "$(grep -c '"pairs": 3,' "$case_dir/alltoall.rank3.json")" = 2 ] ||
