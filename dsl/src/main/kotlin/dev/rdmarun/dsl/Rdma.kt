@@ -168,8 +168,9 @@ public object RdmaDefaults {
  * Failures are [ScenarioException]s (one sentence, [ScenarioException.hint] when a likely fix is
  * known), [RdmaTimeoutException]s when a wait outlived the scenario's timeout (a
  * `java.util.concurrent.TimeoutException`, never a CancellationException),
- * [dev.rdmarun.runtime.engine.EngineException]s from an operation's call, or the runtime's
- * VerbsException.
+ * [dev.rdmarun.runtime.engine.EngineException]s from an operation's call (its
+ * [isCallError][dev.rdmarun.runtime.engine.EngineException.isCallError] true when the call's own
+ * arguments were wrong, and nothing was posted), or the runtime's VerbsException.
  */
 public fun rdma(options: RdmaOptions = RdmaDefaults.options, block: suspend ScenarioScope.() -> Unit): ScenarioResult =
     runBlocking { rdmaScope(options, block) }

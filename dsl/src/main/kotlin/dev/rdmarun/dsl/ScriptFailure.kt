@@ -17,12 +17,12 @@ public data class ScriptSource(val path: String, val fileName: String, val lines
  * a frame of the script, except those the DSL, the runtime or a cancellation raise (their
  * sentences say what happened), which count only when the script itself threw them (a
  * `throw ScenarioException("...")` of its own: its innermost frame is the script's), and a
- * [ScriptCallException], whose line is the script's call that was wrong.
+ * [ScriptCallException] or an [EngineException.isCallError], whose line is the script's call that was wrong.
  */
 public fun scriptLine(cause: Throwable, script: ScriptSource): Int? {
     if (cause is java.util.concurrent.CancellationException || cause is PeerException) return null
     val trace = cause.stackTrace
-    val dsl = cause !is ScriptCallException && (cause is ScenarioException || cause is VerbsException || cause is EngineException ||
+    val dsl = !isCallError(cause) && (cause is ScenarioException || cause is VerbsException || cause is EngineException ||
         cause is IOException || cause.javaClass.name.startsWith("dev.rdmarun."))
     fun scripts(f: StackTraceElement) = f.fileName == script.fileName && f.lineNumber in 1..script.lines
     val frame = if (dsl) trace.firstOrNull() else trace.firstOrNull(::scripts)
@@ -36,11 +36,15 @@ public fun scriptLine(cause: Throwable, script: ScriptSource): Int? {
  */
 public fun describeFailure(cause: Throwable, script: ScriptSource?): String {
     val line = script?.let { scriptLine(cause, it) } ?: return describeFailure(cause)
-    if (cause is ScriptCallException) return "script failed at ${printable(script.path)}:$line: ${printable(cause.describe())}"
+    val hint = ((cause as? ScenarioException)?.hint ?: (cause as? EngineException)?.hint())?.let { "\n  hint: ${printable(it)}" } ?: ""
+    val at = "script failed at ${printable(script.path)}:$line: "
+    if (isCallError(cause)) return at + printable(cause.message.orEmpty()) + hint
     val type = cause.javaClass.simpleName.ifEmpty { cause.javaClass.name }
-    val hint = (cause as? ScenarioException)?.hint?.let { "\n  hint: ${printable(it)}" } ?: ""
-    return "script failed at ${printable(script.path)}:$line: $type" + (cause.message?.let { ": ${printable(it)}" } ?: "") + hint
+    return at + type + (cause.message?.let { ": ${printable(it)}" } ?: "") + hint
 }
+
+/** A call the script made wrongly, the DSL's or an operation's arguments the engine refused: its line is the script's. */
+private fun isCallError(cause: Throwable) = cause is ScriptCallException || (cause is EngineException && cause.isCallError)
 
 /**
  * A call the script should not have made as it did (a section name's second kind, an await with

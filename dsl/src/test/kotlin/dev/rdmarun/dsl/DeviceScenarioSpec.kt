@@ -336,6 +336,7 @@ class DeviceScenarioSpec : FunSpec({
             val e = client.exceptionOrNull()
             e.shouldBeInstanceOf<EngineException>()
             e.message shouldBe "write() on QP 1 needs the server to declare remoteAccess(WRITE)"
+            e.isCallError shouldBe true // the launcher names the script's line
             server.exceptionOrNull()!!.message shouldContain "the client failed: write() on QP 1 needs the server to declare remoteAccess(WRITE)"
         }
 
@@ -356,7 +357,7 @@ class DeviceScenarioSpec : FunSpec({
                             try {
                                 call()
                             } catch (e: EngineException) {
-                                seen.add(e.message!!)
+                                seen.add(e.message!! + if (e.isCallError) "" else " (not a call error)")
                             }
                         }
                         send(size = 8) // still fine

@@ -369,6 +369,16 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldContain "(client): the server failed: $said"
     }
 
+    test("an operation whose arguments the engine refuses is reported at the script's line, with its hint, on both sides") {
+        val tooBig = script("too-big.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    bufferSize(64)\n    connect(peer)\n" +
+            "    qp(0) {\n        server { send(300) }\n    }\n    barrier()\n}\n")
+        val result = run(tooBig.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
+        result.statusCode shouldBe 1
+        val said = "script failed at ${tooBig.path}:7: send() of 300 bytes on QP 0 is larger than bufferSize 64\n"
+        result.stderr shouldContain "rdma-run (server): $said  hint: raise bufferSize(...) before connect\n"
+        result.stderr shouldContain "(client): the server failed: $said"
+    }
+
     test("a null dereference in the script is reported at its line on both sides of --loopback, escaped") {
         val npe = script("null-deref.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n" +
             "    val text: String? = if (isServer) null else \"y\"\n    server { println(text!!.length) }\n    barrier()\n}\n")

@@ -6,14 +6,38 @@ package dev.rdmarun.runtime.engine;
  */
 public final class EngineException extends RuntimeException {
     private final String hint;
+    private final boolean callError;
 
     public EngineException(String message) {
         this(message, null);
     }
 
     public EngineException(String message, String hint) {
+        this(message, hint, false);
+    }
+
+    private EngineException(String message, String hint, boolean callError) {
         super(message);
         this.hint = hint;
+        this.callError = callError;
+    }
+
+    /** An operation whose own arguments do not fit (see {@link #isCallError}). */
+    static EngineException ofCall(String message) {
+        return ofCall(message, null);
+    }
+
+    static EngineException ofCall(String message, String hint) {
+        return new EngineException(message, hint, true);
+    }
+
+    /**
+     * True when the call's arguments were wrong (a size, a buffer, an offset, access the peer did
+     * not grant), thrown before anything was posted: the caller's line is the one to blame. False
+     * for the engine's or the peer's failures.
+     */
+    public boolean isCallError() {
+        return callError;
     }
 
     /** [cause] as the engine's failure: a pending operation's {@code fail} hands over a Throwable. */

@@ -35,15 +35,15 @@ final class OpChecks {
     /** See {@link QpEngine#check}; the peer is connected. */
     void check(OpKind kind, int size, int buffer, int remoteQp, int remoteBuffer, long remoteOffset) {
         if (size < -1 && !kind.isAtomic()) {
-            throw new EngineException(kind.label() + "() on QP " + index + ": size " + size + " cannot be negative (-1: the whole buffer)");
+            throw EngineException.ofCall(kind.label() + "() on QP " + index + ": size " + size + " cannot be negative (-1: the whole buffer)");
         }
         int bytes = effectiveSize(kind, size, bufferSize);
         if (bytes > bufferSize) {
-            throw new EngineException(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " is larger than bufferSize "
+            throw EngineException.ofCall(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " is larger than bufferSize "
                     + bufferSize, "raise bufferSize(...) before connect");
         }
         if (buffer < 0 || buffer >= bufferCount) {
-            throw new EngineException(kind.label() + "()" + " on QP " + index + ": buffer " + buffer + " is outside 0.."
+            throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": buffer " + buffer + " is outside 0.."
                     + (bufferCount - 1) + " (bufferCount " + bufferCount + ")");
         }
         Access needed = kind.peerAccess();
@@ -54,26 +54,26 @@ final class OpChecks {
                 case REMOTE_READ -> "READ";
                 default -> "ATOMIC";
             };
-            throw new EngineException(kind.label() + "()" + " on QP " + index + " needs " + peer.name() + " to declare remoteAccess("
+            throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + " needs " + peer.name() + " to declare remoteAccess("
                     + declaration + ")", "remoteAccess(...) before connect says what the peer may do to that side's buffers");
         }
         RemoteRegion[] regions = peer.data();
         if (remoteQp < 0 || remoteQp >= regions.length) {
-            throw new EngineException(kind.label() + "()" + " on QP " + index + ": remoteQp " + remoteQp + " is outside 0.."
+            throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": remoteQp " + remoteQp + " is outside 0.."
                     + (regions.length - 1));
         }
         long regionLength = regions[remoteQp].length();
         long buffers = regionLength / bufferSize;
         if (remoteBuffer < 0 || remoteBuffer >= buffers) {
-            throw new EngineException(kind.label() + "()" + " on QP " + index + ": remoteBuffer " + remoteBuffer + " is outside 0.."
+            throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": remoteBuffer " + remoteBuffer + " is outside 0.."
                     + (buffers - 1));
         }
         if (kind.isAtomic() && (remoteOffset & 7) != 0) {
-            throw new EngineException(kind.label() + "()" + " on QP " + index + ": remoteOffset " + remoteOffset
+            throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": remoteOffset " + remoteOffset
                     + " is not 8-byte aligned (atomics work on aligned 64-bit words)");
         }
         if (remoteOffset < 0 || remoteOffset > (long) bufferSize - bytes) { // not offset + bytes: it overflows
-            throw new EngineException(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " at remoteOffset " + remoteOffset
+            throw EngineException.ofCall(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " at remoteOffset " + remoteOffset
                     + " does not fit the peer's " + bufferSize + "-byte buffer");
         }
     }
