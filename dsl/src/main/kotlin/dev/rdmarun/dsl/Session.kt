@@ -212,7 +212,8 @@ internal class Session(
         if (status == dev.rdmarun.runtime.WcStatus.WR_FLUSH_ERR && failure != null) return
         val v = completions.failure(i)
         val qpn = completions.qpNum(i)
-        val where = drivers.firstOrNull { it.engine.queuePair().qpNum() == qpn }?.let { "QP ${it.index} (qpn $qpn)" } ?: "the QP with qpn $qpn"
+        val hex = "%#06x".format(java.util.Locale.ROOT, qpn) // as perftest's address lines print it
+        val where = drivers.firstOrNull { it.engine.queuePair().qpNum() == qpn }?.let { "QP ${it.index} (qpn $hex)" } ?: "the QP with qpn $hex"
         fail(ScenarioException("an unsignaled work request on $where failed with ${status.name}", v, v.hint()))
     }
 
