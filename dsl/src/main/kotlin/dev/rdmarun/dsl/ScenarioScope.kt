@@ -124,6 +124,18 @@ public abstract class ScenarioScope internal constructor() : CommonScope {
     /** Waits for every posted work request of every QP. */
     public suspend fun awaitAll(): Unit = everyQp("awaitAll()").forEach { it.awaitAll() }
 
+    /**
+     * Not the scenario's: a section times one QP's work, so [QpScope.measure] is called in
+     * `qp(i) { }` or `forEachQp { }`. Declared here only so that the compiler says so where a
+     * script calls it in `rdma { }`, instead of "unresolved reference".
+     */
+    @Deprecated(SECTION_IS_A_QPS, level = DeprecationLevel.ERROR)
+    public suspend fun <T> measure(name: String, block: suspend () -> T): T = throw ScriptCallException(SECTION_IS_A_QPS)
+
+    /** Not the scenario's, as [measure] is not: [QpScope.measureRoundTrip] in `qp(i) { }` or `forEachQp { }`. */
+    @Deprecated(SECTION_IS_A_QPS, level = DeprecationLevel.ERROR)
+    public suspend fun <T> measureRoundTrip(name: String, block: suspend () -> T): T = throw ScriptCallException(SECTION_IS_A_QPS)
+
     /** The QPs, in index order, for [what] (an operation on every QP); before connect, a [ScenarioException] naming [what]. */
     internal abstract fun everyQp(what: String): List<QpScope>
 
@@ -136,3 +148,5 @@ public abstract class ScenarioScope internal constructor() : CommonScope {
     /** Ends the scenario with [cause]: parked operations of every QP fail with it. */
     internal abstract fun abort(cause: Throwable)
 }
+
+private const val SECTION_IS_A_QPS = "a section times one QP's work: call measure and measureRoundTrip in qp(i) { } or forEachQp { }"

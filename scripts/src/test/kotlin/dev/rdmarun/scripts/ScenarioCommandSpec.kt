@@ -272,6 +272,18 @@ class ScenarioCommandSpec : FunSpec({
         result.stdout shouldBe ""
     }
 
+    test("measure in rdma { }, outside any QP, is a compile error that says where it belongs") {
+        val outside = script("measure-outside.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    measure(\"x\") { send() }\n}\n")
+        val result = run(outside.path, "--check")
+        result.statusCode shouldBe 2
+        errors(result) shouldContain "${outside.path}:5:5: error: "
+        errors(result) shouldContain "a section times one QP's work: call measure and measureRoundTrip in qp(i) { } or forEachQp { }"
+        // Inside a QP's block the QP's own measure is the one called.
+        val inside = script("measure-inside.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n" +
+            "    forEachQp { measure(\"x\") { send() } }\n}\n")
+        run(inside.path, "--check").statusCode shouldBe 0
+    }
+
     test("an invalid scenario exits 1 with its sentence, before any device or socket is touched") {
         val invalid = script("invalid.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    qps(0)\n    connect(peer)\n}\n")
         for (role in listOf(listOf("--check"), listOf("--peer", "127.0.0.1:1"), listOf("--listen", "18602"))) {
