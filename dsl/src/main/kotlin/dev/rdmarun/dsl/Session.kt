@@ -212,7 +212,7 @@ internal class Session(
         if (status == dev.rdmarun.runtime.WcStatus.WR_FLUSH_ERR && failure != null) return
         val v = completions.failure(i)
         val qpn = completions.qpNum(i)
-        val hex = "%#06x".format(java.util.Locale.ROOT, qpn) // as perftest's address lines print it
+        val hex = dev.rdmarun.runtime.QueuePair.qpnText(qpn)
         val where = drivers.firstOrNull { it.engine.queuePair().qpNum() == qpn }?.let { "QP ${it.index} (qpn $hex)" } ?: "the QP with qpn $hex"
         fail(ScenarioException("an unsignaled work request on $where failed with ${status.name}", v, v.hint()))
     }

@@ -30,6 +30,11 @@ public abstract non-sealed class QueuePair extends VerbsResource {
 
     public abstract int qpNum();
 
+    /** {@code qpn} as perftest's address lines print it (0x0125), for the sentences of failed work requests. */
+    public static String qpnText(int qpn) {
+        return String.format(java.util.Locale.ROOT, "%#06x", qpn);
+    }
+
     /** Inline data the provider granted (at least what the config asked). */
     public abstract int maxInlineData();
 

@@ -31,7 +31,7 @@ final class CompletionFailure {
         String down = portDown(qp);
         String trouble = status == WcStatus.RETRY_EXC_ERR ? qp.connectionTrouble() : null;
         String hint = down != null ? PORT_DOWN_HINT : trouble != null ? CONNECTION_HINT : v.hint();
-        return new VerbsException(what + " on QP " + index + " (qpn " + String.format(java.util.Locale.ROOT, "%#06x", qp.qpNum()) + ") failed with " + status.name()
+        return new VerbsException(what + " on QP " + index + " (qpn " + QueuePair.qpnText(qp.qpNum()) + ") failed with " + status.name()
                 + ": " + status.text() + (down == null ? "" : "; " + down) + (trouble == null ? "" : "; " + trouble), hint);
     }
 
