@@ -6,6 +6,7 @@ import kotlin.reflect.KClass
 import kotlin.reflect.KFunction
 import kotlin.reflect.KParameter
 import kotlin.reflect.KVisibility
+import kotlin.reflect.full.findAnnotation
 import kotlin.reflect.full.memberFunctions
 import kotlin.reflect.full.memberProperties
 
@@ -26,8 +27,13 @@ class RdmaJavaSpec : FunSpec({
         "${p.name}: $type${if (p.isOptional) " = ..." else ""}"
     } + ")"
 
+    /** A member deprecated at ERROR level is a signpost to the right scope, not an operation: it has no bridge. */
+    fun KFunction<*>.signpost(): Boolean = findAnnotation<Deprecated>()?.level == DeprecationLevel.ERROR
+
     fun public(type: KClass<*>): List<KFunction<*>> =
-        type.memberFunctions.filter { it.visibility == KVisibility.PUBLIC && it.name !in setOf("equals", "hashCode", "toString") }
+        type.memberFunctions.filter {
+            it.visibility == KVisibility.PUBLIC && it.name !in setOf("equals", "hashCode", "toString") && !it.signpost()
+        }
 
     /** The Kotlin declarations of [kotlin] that [java] has no bridge for, shown with their parameters. */
     fun missing(kotlin: KClass<*>, java: KClass<*>): List<String> {
