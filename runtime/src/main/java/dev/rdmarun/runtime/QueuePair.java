@@ -30,7 +30,7 @@ public abstract non-sealed class QueuePair extends VerbsResource {
 
     public abstract int qpNum();
 
-    /** {@code qpn} as perftest's address lines print it (0x0125), for the sentences of failed work requests. */
+    /** {@code qpn} as perftest's address lines print it (0x0125): the one form every sentence naming a QP number uses. */
     public static String qpnText(int qpn) {
         return String.format(java.util.Locale.ROOT, "%#06x", qpn);
     }
@@ -148,7 +148,7 @@ public abstract non-sealed class QueuePair extends VerbsResource {
         String why = expectedFrom != null && from != expectedFrom
                 ? "a QP goes RESET→INIT→RTR→RTS one step at a time; this one is in " + from
                 : hint == null ? null : hint.of(errno);
-        throw VerbsException.of("ibv_modify_qp(QP " + qpNum() + ", " + a.describe(from) + ")", errno, why);
+        throw VerbsException.of("ibv_modify_qp(QP " + qpnText(qpNum()) + ", " + a.describe(from) + ")", errno, why);
     }
 
     // ---- data path: allocation-free, one thread at a time ----
@@ -245,12 +245,12 @@ public abstract non-sealed class QueuePair extends VerbsResource {
 
     /** [invalid]: why the request itself is invalid, when the caller can tell (EINVAL then says that). */
     private VerbsException postFailure(String call, int rc, int depth, String queue, int length, String invalid) {
-        if (rc == Errno.EINVAL && invalid != null) return VerbsException.of(call + " on QP " + qpNum(), rc, invalid);
+        if (rc == Errno.EINVAL && invalid != null) return VerbsException.of(call + " on QP " + qpnText(qpNum()), rc, invalid);
         if (rc == Errno.EINVAL) {
             // Off the data path: only a failed post asks the port how long a message may be.
             long max = context.queryPort(port == 0 ? 1 : port).maxMessageSize();
             if (length > max) {
-                return VerbsException.of(call + " on QP " + qpNum(), rc, "a message of " + length
+                return VerbsException.of(call + " on QP " + qpnText(qpNum()), rc, "a message of " + length
                         + " bytes is longer than the port's max_msg_sz (" + max + " bytes): split it into several work requests");
             }
         }
@@ -259,7 +259,7 @@ public abstract non-sealed class QueuePair extends VerbsResource {
             case Errno.EINVAL -> "the QP is in a state that does not accept this work request (" + currentState() + ")";
             default -> null;
         };
-        return VerbsException.of(call + " on QP " + qpNum(), rc, hint);
+        return VerbsException.of(call + " on QP " + qpnText(qpNum()), rc, hint);
     }
 
     // ---- what a provider implements ----

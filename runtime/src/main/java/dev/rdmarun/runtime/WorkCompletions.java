@@ -93,14 +93,14 @@ public final class WorkCompletions implements AutoCloseable {
     public String describe(int i) {
         WcStatus s = status(i);
         String text = s.text();
-        return "work request " + wrId(i) + " on QP " + qpNum(i) + ": " + text + " (" + s + ", vendor error 0x"
+        return "work request " + wrId(i) + " on QP " + QueuePair.qpnText(qpNum(i)) + ": " + text + " (" + s + ", vendor error 0x"
                 + Integer.toHexString(vendorError(i)) + ")" + (s.hint(software) != null ? "\n  hint: " + s.hint(software) : "");
     }
 
     /** Turns completion i into an exception when it failed. */
     public VerbsException failure(int i) {
         WcStatus s = status(i);
-        return new VerbsException("work request " + wrId(i) + " on QP " + qpNum(i) + " completed with "
+        return new VerbsException("work request " + wrId(i) + " on QP " + QueuePair.qpnText(qpNum(i)) + " completed with "
                 + s.text() + " (" + s + ")", 0, s.hint(software));
     }
 

@@ -145,7 +145,7 @@ final class SoftQueuePair extends QueuePair {
             int resolvedSrcLid = 0;
             if (a.has(QpAttr.AV)) {
                 AddressVector v = a.addressVector();
-                String call = "ibv_modify_qp(QP " + qpn + ", " + from + "→" + to + ") failed";
+                String call = "ibv_modify_qp(QP " + QueuePair.qpnText(qpn) + ", " + from + "→" + to + ") failed";
                 // The key counts as used before the link is resolved, so its connection is not swept meanwhile.
                 FabricKey key = a.fabricKey();
                 if (key != null) context.keyUsed(key);

@@ -163,6 +163,8 @@ class SoftFabricSecurityTest {
         VerbsException e = assertThrows(VerbsException.class, () -> connect(x, y.endpoint(), null));
         assertEquals(22, e.errno());
         assertTrue(e.getMessage().contains("has no fabric key"), e.getMessage());
+        // The QP number as perftest prints it, as every other sentence naming one does.
+        assertTrue(e.getMessage().contains("ibv_modify_qp(QP " + QueuePair.qpnText(x.qp().qpNum()) + ", INIT→RTR)"), e.getMessage());
         assertTrue(e.hint().contains("RtrAttributes.withFabricKey"), e.hint());
         assertEquals(QpState.INIT, x.qp().queryState());
     }
