@@ -231,8 +231,10 @@ public data class ScenarioResult(
      *    for a bandwidth test, the bandwidth header and row (the direction that moved more bytes;
      *    peak and average in MB/sec, 2^20 bytes, or with [gbits] Gb/sec; the peak is
      *    [peakBytesPerSecond], the best interval the launcher sampled, or 0.00 without one, as
-     *    perftest's `--noPeak` prints). The side of a latency test that measured no section has no
-     *    block (perftest's reader then finds none on it, rightly);
+     *    perftest's `--noPeak` prints). The side of a latency test that measured no section, and
+     *    the side of a bandwidth test that moved nothing (the target of its peer's WRITEs, READs or
+     *    atomics, which do not involve it), have no block: perftest's reader then finds none on
+     *    it, rightly, and a line after it says that the peer's results have the figures;
      * 4. rdma-run's own lines ([ownLines]), after perftest's closing dashed line, where a perftest
      *    parser does not look, and a last dashed line.
      *
@@ -267,9 +269,12 @@ public data class ScenarioResult(
      */
     public fun perftestBanner(title: String? = null): String = PerftestFormat.banner(this, title)
 
-    /** perftest's header of this side's result block, or null when it has none (the side of a latency test that measured no section). */
+    /**
+     * perftest's header of this side's result block, or null when it has none: the side of a
+     * latency test that measured no section, or of a bandwidth test that moved nothing.
+     */
     public fun perftestHeader(gbits: Boolean = false): String? = when {
-        !latencyTest -> PerftestFormat.bandwidthHeader(gbits)
+        !latencyTest -> if (movedNothing) null else PerftestFormat.bandwidthHeader(gbits)
         sections.isNotEmpty() -> PerftestFormat.LATENCY_HEADER
         else -> null
     }
@@ -278,6 +283,7 @@ public data class ScenarioResult(
     @JvmOverloads
     public fun perftestRow(gbits: Boolean = false, peakBytesPerSecond: Double? = null): String? {
         if (!latencyTest) {
+            if (movedNothing) return null
             val average = bytesPerSecond
             val peak = peakBytesPerSecond?.let { PerftestFormat.rate(maxOf(it, average), gbits) } ?: 0.0
             return PerftestFormat.bandwidthRow(averageMessageSize, perftestIterations, peak, PerftestFormat.rate(average, gbits), total.mpps, gbits)
@@ -289,7 +295,7 @@ public data class ScenarioResult(
     }
 
     /**
-     * rdma-run's own lines, after perftest's block: what the block shows (for a latency test), the
+     * rdma-run's own lines, after perftest's block: what the block shows ([latencyNote]), the
      * device line, the per-QP traffic table (bytes, work requests, messages, rates in the run's
      * unit, work-request latency), messages no receive() took, the latencies perftest's block does
      * not show ([ownLatencyRows] under [OWN_LATENCY_HEADER]), then the pre-flight and warm-up lines.
@@ -309,9 +315,23 @@ public data class ScenarioResult(
         addAll(notes().map { " $it" })
     }
 
-    /** For a latency test, the line that says which latency perftest's block shows (or that this side has none); null for a bandwidth test. */
+    /**
+     * A passive side: no work request, no message in. A zero row would read as a measured zero;
+     * the figures of the operations that reached this side's memory are its peer's.
+     */
+    private val movedNothing: Boolean
+        get() = total.operations == 0L && total.messagesReceived == 0L && total.bytesSent == 0L && total.bytesReceived == 0L
+
+    /**
+     * The line that says what perftest's block shows: for a latency test, which latency (or that
+     * this side has none); for a bandwidth test that moved nothing on this side, that the peer's
+     * results have the bandwidth. Null for a bandwidth test that moved data.
+     */
     public fun latencyNote(): String? {
-        if (!latencyTest) return null
+        if (!latencyTest) {
+            return if (movedNothing) " no traffic on this side (the ${role.other.label}'s one-sided operations do not involve it): " +
+                "the ${role.other.label}'s results have the bandwidth" else null
+        }
         val lead = leadingSection
         return when {
             lead == null -> " no latency section on this side: the ${role.other.label}'s results have the latency"

@@ -130,6 +130,18 @@ class PerftestTableSpec : FunSpec({
         stream.perftestRow()!!.trim().split(Regex("\\s+"))[2] shouldBe "0.00"
     }
 
+    test("the side of a bandwidth test that moved nothing (a WRITE's target) prints no result block, not a zero row") {
+        val target = stream.copy(role = Role.SERVER, total = traffic(0, 0, null), qps = listOf(traffic(0, 0, null).copy(qp = 0)))
+        target.latencyTest shouldBe false
+        val text = target.table(peakBytesPerSecond = 0.0)
+        text shouldContain "                    rdma-run BW Test"
+        text.lines().none { it.startsWith(" #bytes") } shouldBe true
+        target.perftestRow() shouldBe null
+        text shouldContain " no traffic on this side (the client's one-sided operations do not involve it): the client's results have the bandwidth"
+        // The side that moved data keeps its block and says nothing of the kind.
+        stream.table() shouldNotContain "no traffic on this side"
+    }
+
     test("one unit system per run: MB/sec everywhere, or with --report_gbits Gb/sec everywhere") {
         for (r in listOf(stream, pingpong)) {
             val mb = r.table()
