@@ -4,12 +4,12 @@ import com.github.ajalt.clikt.core.Context
 import com.github.ajalt.clikt.parameters.arguments.argument
 import com.github.ajalt.clikt.parameters.arguments.optional
 import com.github.ajalt.clikt.parameters.options.check
+import com.github.ajalt.clikt.parameters.options.convert
 import com.github.ajalt.clikt.parameters.options.default
 import com.github.ajalt.clikt.parameters.options.flag
 import com.github.ajalt.clikt.parameters.options.option
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
-import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.runtime.DeviceList
 import dev.rdmarun.dsl.ControlToken
 import dev.rdmarun.dsl.ScenarioException
@@ -19,6 +19,8 @@ import dev.rdmarun.runtime.Mtu
 import dev.rdmarun.runtime.PortAttributes
 import java.util.Locale
 import java.util.concurrent.ThreadLocalRandom
+import dev.rdmarun.scripts.ScenarioCommand.Companion.usage
+import kotlin.time.Duration.Companion.seconds
 
 /**
  * `rdma-run pingpong [HOST]`: an RC SEND/RECV ping-pong that speaks ibv_rc_pingpong's protocol, so
@@ -64,18 +66,20 @@ class PingpongCommand : RdmaCommand("pingpong") {
         .int().check("must be 256, 512, 1024, 2048 or 4096") { m -> Mtu.entries.any { it.bytes() == m } }
     private val serviceLevel by option("-l", "--sl", metavar = "SL", help = "Service level (default 0)")
         .int().restrictTo(0..15).default(0)
-    private val peerTimeout by option("--peer-timeout", metavar = "SECONDS",
-        help = "Give up when the peer does not connect, answer, or complete a message for this long (default 60)")
-        .int().restrictTo(1..MAX_DURATION_SECONDS).default(60)
-    private val timeout by option("--timeout", metavar = "SECONDS", help = "Give up when the whole run takes longer (default: no limit)")
-        .int().restrictTo(1..MAX_DURATION_SECONDS)
+    private val peerTimeout by option("--peer-timeout", metavar = "DURATION",
+        help = "Give up when the peer does not connect, answer, or complete a message for this long " +
+            "(seconds, or a duration like 30s, 2m, 500ms; default 60s)")
+        .convert { text -> usage { ScenarioCommand.parseTimeout(text, bareSeconds = true) } }.default(60.seconds)
+    private val timeout by option("--timeout", metavar = "DURATION",
+        help = "Give up when the whole run takes longer (seconds, or a duration like 30s, 2m, 500ms; default: no limit)")
+        .convert { text -> usage { ScenarioCommand.parseTimeout(text, bareSeconds = true) } }
     private val host by argument("HOST", help = "Server to connect to; without it, wait for a client").optional()
 
     override fun help(context: Context) =
         "RC ping-pong, wire-compatible with ibv_rc_pingpong: without HOST wait for a client, with HOST connect to that server."
 
     override fun execute() {
-        val limits = Limits(peerTimeout * 1000L, timeout?.let { System.nanoTime() + it * 1_000_000_000L })
+        val limits = Limits(peerTimeout.inWholeMilliseconds.coerceAtLeast(1), timeout?.let { System.nanoTime() + it.inWholeNanoseconds })
         run(interruption(), limits)
     }
 

@@ -49,6 +49,7 @@ import java.net.ServerSocket
 import java.util.Locale
 import kotlin.script.experimental.api.CompiledScript
 import kotlin.time.Duration
+import kotlin.time.Duration.Companion.seconds
 
 /**
  * `rdma-run FILE.main.kts ...` (the subcommand `run`): compiles a scenario script, or takes it from
@@ -569,10 +570,14 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             return name to text.substring(eq + 1)
         }
 
-        /** A positive kotlin Duration of at most [MAX_DURATION]: `30s`, `2m`, `500ms`, `1m 30s`. */
-        fun parseTimeout(text: String): Duration {
-            val d = Duration.parseOrNull(text.trim())
-                ?: throw IllegalArgumentException("'$text' is not a duration like 30s, 2m or 500ms")
+        /**
+         * A positive kotlin Duration of at most [MAX_DURATION]: `30s`, `2m`, `500ms`, `1m 30s`; with
+         * [bareSeconds] also a whole number of seconds (`60`), as pingpong's users type them.
+         */
+        fun parseTimeout(text: String, bareSeconds: Boolean = false): Duration {
+            val t = text.trim()
+            val d = (if (bareSeconds) t.toLongOrNull()?.seconds else null) ?: Duration.parseOrNull(t)
+                ?: throw IllegalArgumentException("'$text' is not ${if (bareSeconds) "a number of seconds or " else ""}a duration like 30s, 2m or 500ms")
             require(d.isPositive()) { "the timeout must be positive, not $text" }
             require(d <= MAX_DURATION) { "the timeout must be at most $MAX_DURATION, not $text" }
             return d

@@ -37,8 +37,12 @@ class DurationBoundsSpec : FunSpec({
             listOf(plain.path, "--check", "--timeout", "7d 1s") to "invalid value for --timeout: the timeout must be at most 7d, not 7d 1s",
             listOf(plain.path, "--check", "-D", "1e12") to "invalid value for -D: '1e12' is not a positive number of seconds up to 604800 (7d)",
             listOf(plain.path, "--check", "--interval", "604801") to "invalid value for --interval: '604801' is not a number of seconds from 0.1 to 604800 (7d)",
-            listOf("pingpong", "-d", "nodev", "--timeout", "1000000") to "invalid value for --timeout: 1000000 is not in the valid range of 1 to 604800.",
-            listOf("pingpong", "-d", "nodev", "--peer-timeout", "604801") to "invalid value for --peer-timeout: 604801 is not in the valid range of 1 to 604800.",
+            listOf("pingpong", "-d", "nodev", "--timeout", "1000000") to "invalid value for --timeout: the timeout must be at most 7d, not 1000000",
+            listOf("pingpong", "-d", "nodev", "--peer-timeout", "604801") to "invalid value for --peer-timeout: the timeout must be at most 7d, not 604801",
+            listOf("pingpong", "-d", "nodev", "--peer-timeout", "7d 1s") to "invalid value for --peer-timeout: the timeout must be at most 7d, not 7d 1s",
+            listOf("pingpong", "-d", "nodev", "--peer-timeout", "0") to "invalid value for --peer-timeout: the timeout must be positive, not 0",
+            listOf("pingpong", "-d", "nodev", "--timeout", "soon") to
+                "invalid value for --timeout: 'soon' is not a number of seconds or a duration like 30s, 2m or 500ms",
         )
         for ((args, sentence) in refusals) {
             val result = run(*args.toTypedArray())

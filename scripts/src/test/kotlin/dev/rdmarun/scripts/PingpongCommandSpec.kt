@@ -41,6 +41,16 @@ class PingpongCommandSpec : FunSpec({
         return done.get(120, TimeUnit.SECONDS) to c
     }
 
+    test("--peer-timeout takes a duration as --timeout does (500ms), or whole seconds: a client without a server gives up after it") {
+        val port = freePort().toString()
+        val r = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-p", port, "--no-preflight", "--peer-timeout", "500ms", "127.0.0.1"))
+        withClue(r.stderr) {
+            r.statusCode shouldBe 1
+            r.stderr shouldContain "cannot connect to 127.0.0.1 port $port"
+            r.stderr shouldContain "for 0.5 s"
+        }
+    }
+
     test("a peer with another -s or -n: the side that fails names both flags (the exchange cannot carry them)") {
         val (server, client) = mismatched(listOf("-s", "64", "-n", "200"), listOf("-s", "128", "-n", "200"))
         withClue("server: ${server.stderr}\nclient: ${client.stderr}") {
