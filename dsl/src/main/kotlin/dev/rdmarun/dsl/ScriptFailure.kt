@@ -51,4 +51,4 @@ private fun isCallError(cause: Throwable) = cause is ScriptCallException || (cau
  * nothing to await): thrown at the call, before it does anything, so that [scriptLine] names the
  * script's line that made it. Still a [ScenarioException] to whoever catches it.
  */
-internal class ScriptCallException(message: String) : ScenarioException(message)
+internal class ScriptCallException(message: String, hint: String? = null) : ScenarioException(message, hint = hint)

@@ -357,7 +357,7 @@ class DeviceScenarioSpec : FunSpec({
                             try {
                                 call()
                             } catch (e: EngineException) {
-                                seen.add(e.message!! + if (e.isCallError) "" else " (not a call error)")
+                                seen.add(e.message!! + (e.hint()?.let { " | hint: $it" } ?: "") + if (e.isCallError) "" else " (not a call error)")
                             }
                         }
                         send(size = 8) // still fine
@@ -370,13 +370,13 @@ class DeviceScenarioSpec : FunSpec({
             server.getOrThrow()
             client.getOrThrow()
             seen shouldContainExactly listOf(
-                "send() of 65 bytes on QP 0 is larger than bufferSize 64",
+                "send() of 65 bytes on QP 0 is larger than bufferSize 64 | hint: raise bufferSize(...) before connect",
                 "send() on QP 0: size -5 cannot be negative (-1: the whole buffer)",
-                "send() on QP 0: buffer 1 is outside 0..0 (bufferCount 1)",
-                "write() on QP 0: remoteBuffer 1 is outside 0..0",
-                "write() on QP 0: remoteQp 1 is outside 0..0",
+                "send() on QP 0: buffer 1 is outside 0..0 (bufferCount 1) | hint: bufferCount(n) before connect gives each QP n buffers",
+                "write() on QP 0: remoteBuffer 1 is outside 0..0 | hint: bufferCount(n) before connect, on the server's side too, gives each QP n buffers",
+                "write() on QP 0: remoteQp 1 is outside 0..0 | hint: qps(n) before connect gives each side n QPs",
                 "write() of 8 bytes on QP 0 at remoteOffset 60 does not fit the peer's 64-byte buffer",
-                "fetchAndAdd() on QP 0: remoteOffset 4 is not 8-byte aligned (atomics work on aligned 64-bit words)",
+                "fetchAndAdd() on QP 0: remoteOffset 4 is not 8-byte aligned (atomics work on aligned 64-bit words) | hint: use a multiple of 8, such as 0",
             )
         }
 

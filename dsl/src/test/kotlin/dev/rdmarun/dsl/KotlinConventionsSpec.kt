@@ -207,7 +207,7 @@ class KotlinConventionsSpec : FunSpec({
                 qp(1) {
                     otherQp = shouldThrow<ScenarioException> { measureRoundTrip("x") { ran = true } }.message
                     blank = shouldThrow<ScenarioException> { measure(" ") { ran = true } }.message
-                    wrongBuffer = shouldThrow<ScenarioException> { send(byteArrayOf(1), buffer = 1) }.message
+                    wrongBuffer = shouldThrow<ScenarioException> { send(byteArrayOf(1), buffer = 1) }.describe()
                 }
                 qp(0) {
                     measureFromHere()
@@ -222,7 +222,7 @@ class KotlinConventionsSpec : FunSpec({
             "for the whole scenario, on every QP: give this one another name"
         afterReset shouldBe otherQp
         blank shouldBe "measure(\" \"): a section needs a name the results can show"
-        wrongBuffer shouldBe "send(payload) on QP 1: buffer 1 is outside 0..0 (bufferCount 1)"
+        wrongBuffer shouldBe "send(payload) on QP 1: buffer 1 is outside 0..0 (bufferCount 1)\n  hint: bufferCount(n) before connect gives each QP n buffers"
         ran shouldBe false
         x.roundTrip shouldBe false
         x.count shouldBe 1L // the sample after measureFromHere; the refused calls recorded none

@@ -44,7 +44,7 @@ final class OpChecks {
         }
         if (buffer < 0 || buffer >= bufferCount) {
             throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": buffer " + buffer + " is outside 0.."
-                    + (bufferCount - 1) + " (bufferCount " + bufferCount + ")");
+                    + (bufferCount - 1) + " (bufferCount " + bufferCount + ")", "bufferCount(n) before connect gives each QP n buffers");
         }
         Access needed = kind.peerAccess();
         if (needed == null) return;
@@ -60,17 +60,18 @@ final class OpChecks {
         RemoteRegion[] regions = peer.data();
         if (remoteQp < 0 || remoteQp >= regions.length) {
             throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": remoteQp " + remoteQp + " is outside 0.."
-                    + (regions.length - 1));
+                    + (regions.length - 1), "qps(n) before connect gives each side n QPs");
         }
         long regionLength = regions[remoteQp].length();
         long buffers = regionLength / bufferSize;
         if (remoteBuffer < 0 || remoteBuffer >= buffers) {
             throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": remoteBuffer " + remoteBuffer + " is outside 0.."
-                    + (buffers - 1));
+                    + (buffers - 1), "bufferCount(n) before connect, on " + peer.name() + "'s side too, gives each QP n buffers");
         }
         if (kind.isAtomic() && (remoteOffset & 7) != 0) {
             throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": remoteOffset " + remoteOffset
-                    + " is not 8-byte aligned (atomics work on aligned 64-bit words)");
+                    + " is not 8-byte aligned (atomics work on aligned 64-bit words)", "use a multiple of 8, such as "
+                    + (remoteOffset & ~7L));
         }
         if (remoteOffset < 0 || remoteOffset > (long) bufferSize - bytes) { // not offset + bytes: it overflows
             throw EngineException.ofCall(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " at remoteOffset " + remoteOffset
