@@ -361,34 +361,38 @@ class ScenarioCommandSpec : FunSpec({
         result.stderr shouldContain "rdma-run (server): script failed at ${boom.path}:5: NumberFormatException: For input string: \"x\""
     }
 
-    test("a ScenarioException the script throws is reported at its line on both sides of --loopback") {
-        val thrower = script("scenario-exception.main.kts",
-            "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n    server { throw ScenarioException(\"x\") }\n    barrier()\n}\n")
-        val result = run(thrower.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
+    /**
+     * A script (rdma { [body] }) whose server fails at [line]: the server says [said] there (and
+     * [hint] on the next line), the client that the server failed with the same words.
+     */
+    fun failsAtLine(name: String, body: String, line: Int, said: String, hint: String? = null) {
+        val s = script(name, "import dev.rdmarun.dsl.*\n\nrdma {\n$body}\n")
+        val result = run(s.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
         result.statusCode shouldBe 1
-        result.stderr shouldContain "rdma-run (server): script failed at ${thrower.path}:5: ScenarioException: x\n"
-        result.stderr shouldContain "(client): the server failed: script failed at ${thrower.path}:5: ScenarioException: x\n"
+        val text = "script failed at ${s.path}:$line: $said\n"
+        result.stderr shouldContain "rdma-run (server): $text" + (hint?.let { "  hint: $it\n" } ?: "")
+        result.stderr shouldContain "(client): the server failed: $text"
+    }
+
+    test("a ScenarioException the script throws is reported at its line on both sides of --loopback") {
+        failsAtLine("scenario-exception.main.kts", "    connect(peer)\n    server { throw ScenarioException(\"x\") }\n    barrier()\n",
+            5, "ScenarioException: x")
     }
 
     test("a call the DSL refuses (a section's second kind) is reported at the script's line, on both sides of --loopback") {
-        val kinds = script("section-kinds.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    connect(peer)\n" +
-            "    qp(0) {\n        server { measure(\"x\") { } }\n        server { measureRoundTrip(\"x\") { } }\n    }\n    barrier()\n}\n")
-        val result = run(kinds.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
-        result.statusCode shouldBe 1
-        val said = "script failed at ${kinds.path}:7: measureRoundTrip(\"x\"): section x was measured with measure already, " +
-            "and a name keeps one kind for the whole scenario, on every QP: give this one another name\n"
-        result.stderr shouldContain "rdma-run (server): $said"
-        result.stderr shouldContain "(client): the server failed: $said"
+        failsAtLine("section-kinds.main.kts", "    connect(peer)\n    qp(0) {\n        server { measure(\"x\") { } }\n" +
+            "        server { measureRoundTrip(\"x\") { } }\n    }\n    barrier()\n", 7,
+            "measureRoundTrip(\"x\"): section x was measured with measure already, " +
+                "and a name keeps one kind for the whole scenario, on every QP: give this one another name")
     }
 
     test("an operation whose arguments the engine refuses is reported at the script's line, with its hint, on both sides") {
-        val tooBig = script("too-big.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    bufferSize(64)\n    connect(peer)\n" +
-            "    qp(0) {\n        server { send(300) }\n    }\n    barrier()\n}\n")
-        val result = run(tooBig.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
-        result.statusCode shouldBe 1
-        val said = "script failed at ${tooBig.path}:7: send() of 300 bytes on QP 0 is larger than bufferSize 64\n"
-        result.stderr shouldContain "rdma-run (server): $said  hint: raise bufferSize(...) before connect\n"
-        result.stderr shouldContain "(client): the server failed: $said"
+        failsAtLine("too-big.main.kts", "    bufferSize(64)\n    connect(peer)\n    qp(0) {\n        server { send(300) }\n    }\n    barrier()\n",
+            7, "send() of 300 bytes on QP 0 is larger than bufferSize 64", hint = "raise bufferSize(...) before connect")
+        failsAtLine("misaligned.main.kts", "    remoteAccess(RemoteAccess.ATOMIC)\n    connect(peer)\n" +
+            "    server { qp(0) { fetchAndAdd(1, remoteOffset = 12) } }\n    barrier()\n", 6,
+            "fetchAndAdd() on QP 0: remoteOffset 12 is not 8-byte aligned (atomics work on aligned 64-bit words)",
+            hint = "use a multiple of 8, such as 8")
     }
 
     test("a null dereference in the script is reported at its line on both sides of --loopback, escaped") {
