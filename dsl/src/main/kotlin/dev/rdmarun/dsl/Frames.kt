@@ -147,8 +147,9 @@ internal data class Heartbeat(
     /** QPs whose inbox is full (the sender withholds credits for them). */
     val inboxFull: List<Int> = emptyList(),
     /**
-     * Every coroutine of the sender's scenario waits in receive(), nothing it posted is still in
-     * flight and no message waits in its inboxes: only the peer can end the wait. Sent only when
+     * Every coroutine of the sender's scenario waits in receive() or for a credit to send, nothing
+     * it posted is still in flight and no message waits for its receive()s: only the peer can end
+     * the wait. Sent only when
      * true, so the heartbeats of a running scenario read as before.
      */
     @OptIn(ExperimentalSerializationApi::class)

@@ -6,7 +6,8 @@ import kotlinx.coroutines.Job
  * What this side knows of the peer while the scenario runs, from its heartbeats and its "done 1":
  * when it last made progress (every wait's deadline counts from there, [waitExpired]), whether it
  * finished and what it sent, and this side's own heartbeat ([progressReport]). Both sides waiting
- * to receive at once is a deadlock that nothing can end: seen here, in the heartbeats, long before
+ * at once for what only the other can give (a message in receive(), or a credit, which the peer's
+ * receive() gives) is a deadlock that nothing can end: seen here, in the heartbeats, long before
  * the timeout. It also words the sentence of a wait that ran out ([waitedTooLong]).
  */
 internal class PeerProgress(private val session: Session) {
@@ -61,7 +62,7 @@ internal class PeerProgress(private val session: Session) {
         checkBothStalled()
     }
 
-    // ---- both sides waiting to receive, seen in the heartbeats long before the timeout ----
+    // ---- both sides waiting for the other, seen in the heartbeats long before the timeout ----
 
     /**
      * Consecutive heartbeats in which this side, and the peer, reported a stall ([Heartbeat.stalled])
@@ -83,15 +84,17 @@ internal class PeerProgress(private val session: Session) {
         if (localStalls < STALLED_HEARTBEATS || peerStalls < STALLED_HEARTBEATS) return
         val mine = localWait ?: return
         val theirs = lastHeartbeat?.waiting?.let { printable(it) } ?: return
-        session.fail(ScenarioException("the ${role.label} waits for $mine; $peerLabel waits too, for $theirs: $BOTH_RECEIVE " +
+        val cause = if (mine.startsWith(RECEIVING) && theirs.startsWith(RECEIVING)) BOTH_RECEIVE else BOTH_BLOCKED
+        session.fail(ScenarioException("the ${role.label} waits for $mine; $peerLabel waits too, for $theirs: $cause " +
             "(neither side made progress for $STALLED_HEARTBEATS heartbeats)"))
     }
 
     /**
      * What this side's only possible progress waits for, or null: every coroutine of the scenario
-     * waits in receive() (as many coroutines are alive as QPs wait in receive(), so one busy in
-     * its own code, or in withContext elsewhere, is seen), nothing posted is still in flight and
-     * no message waits in an inbox. The heartbeat thread reads the dispatcher's state without
+     * waits in receive() or for a credit to send (as many coroutines are alive as QPs wait so, so
+     * one busy in its own code, or in withContext elsewhere, is seen), nothing posted (a credit
+     * update too) is still in flight and no message waits in the inbox of a QP that receives (a
+     * QP that waits for a credit may hold messages: it will not take them). The heartbeat thread reads the dispatcher's state without
      * locking; [waitingFor][QpDriver.waitsForMessage] is read before the counters, so a message
      * taken since shows as progress. A coroutine suspended in delay() while it has a child that
      * waits in receive() is not told apart from one that waits for that child. Under RdmaJava the
@@ -100,20 +103,23 @@ internal class PeerProgress(private val session: Session) {
      */
     private fun stalledOn(): String? {
         if (controlWait != null || peerFinishedAt != 0L || session.failure != null) return null
-        var receiving = 0
+        var blocked = 0
         var what: String? = null
         for (d in drivers) {
-            if (d.waitsForMessage) {
-                receiving++
+            // waitsFor* before the counters below: a message taken since shows as progress.
+            val receiving = d.waitsForMessage
+            if (receiving || d.waitsForCredit) {
+                blocked++
                 if (what == null) what = d.waitingFor
             }
+            if (receiving && d.messagesWaiting != 0) return null
         }
-        if (receiving == 0) return null
+        if (blocked == 0) return null
         for (d in drivers) {
-            if (d.messagesWaiting != 0 || d.engine.completedThrough() < d.engine.posted()) return null
+            if (d.engine.completedThrough() < d.engine.posted() || d.engine.creditWriteInFlight()) return null
         }
         val job = session.runJob ?: return null
-        return if (liveCoroutines(job) == receiving) what else null
+        return if (liveCoroutines(job) == blocked) what else null
     }
 
     /** Active coroutines of [job]'s tree that have no active child: those running or suspended in their own code. */
@@ -173,7 +179,7 @@ internal class PeerProgress(private val session: Session) {
             onCredit && qp != null && h != null && qp in h.inboxFull ->
                 "; $peerLabel holds ${h.messagesWaiting.getOrNull(qp) ?: "its"} messages on QP $qp that no receive() took (its inbox is full): " +
                     "it calls receive() less often than this side sends"
-            peerWaits != null && receiving && peerWaits.startsWith("a message in receive()") ->
+            peerWaits != null && receiving && peerWaits.startsWith(RECEIVING) ->
                 "; $peerLabel waits too, for $peerWaits: $BOTH_RECEIVE"
             peerWaits != null -> "; $peerLabel made no progress either: it waits for $peerWaits"
             h == null -> "; $peerLabel sent no progress report"
@@ -191,5 +197,11 @@ internal class PeerProgress(private val session: Session) {
         const val STALLED_HEARTBEATS = 3
 
         const val BOTH_RECEIVE = "both sides wait to receive, one of them has to send first"
+
+        /** A send's credit comes from the peer's receive(): with both sides blocked, none will come. */
+        const val BOTH_BLOCKED = "a credit to send comes only when the peer's receive() takes a message from its full inbox, " +
+            "and neither side can call receive() now: receive() on one side, raise inboxDepth(...), or send fewer messages"
+
+        const val RECEIVING = "a message in receive()"
     }
 }

@@ -68,6 +68,9 @@ internal class QpDriver private constructor(private val session: Session, val en
     /** This QP's coroutine waits in receive() (read by the heartbeat thread). */
     val waitsForMessage: Boolean get() = wait.waitsForMessage
 
+    /** This QP's coroutine waits for a credit to send (read by the heartbeat thread). */
+    val waitsForCredit: Boolean get() = wait.waitsForCredit
+
     val messagesWaiting: Int get() = engine.messagesWaiting()
     val inboxFull: Boolean get() = engine.inboxFull()
 

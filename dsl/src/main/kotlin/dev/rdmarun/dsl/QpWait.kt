@@ -54,6 +54,9 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
     /** This QP's coroutine waits in receive() (read by the heartbeat thread: the volatile [waitingFor] says so). */
     val waitsForMessage: Boolean get() = waitingFor === describeWait[MESSAGE]
 
+    /** This QP's coroutine waits for a credit: only the peer's receive() gives one (read by the heartbeat thread). */
+    val waitsForCredit: Boolean get() = waitingFor === describeWait[CREDIT]
+
     fun park(c: Continuation<*>, kind: Int, target: Long): Any {
         if (waiter != null) {
             throw ScenarioException("two coroutines wait on QP $index at once (${describeWait[this.kind]} and ${describeWait[kind]}): " +

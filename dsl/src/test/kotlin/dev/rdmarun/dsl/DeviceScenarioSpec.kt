@@ -468,6 +468,24 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("both sides sending into each other's full inbox, nobody receiving, end in a few heartbeats, each saying so ($device)") {
+            val (server, client) = pair {
+                recvDepth(4)
+                inboxDepth(4)
+                timeout(60.seconds) // without the heartbeats' verdict the sentence would say "waited 1m"
+                connect(peer)
+                qp(0) { repeat(100) { send(size = 8); awaitCompletion() } } // the card's loop, beyond the inboxes
+            }
+            val messages = listOfNotNull(server.exceptionOrNull()?.message, client.exceptionOrNull()?.message)
+            messages.size shouldBe 2
+            messages.forEach {
+                it shouldContain "waits for a credit to send on QP 0; the "
+                it shouldContain "waits too, for a credit to send on QP 0: a credit to send comes only when the peer's receive() " +
+                    "takes a message from its full inbox, and neither side can call receive() now"
+                it shouldNotContain "waited 1m"
+            }
+        }
+
         test("a side that waits in receive() while its other coroutine computes is not taken for a deadlock ($device)") {
             val (server, client) = pair {
                 qps(2)
