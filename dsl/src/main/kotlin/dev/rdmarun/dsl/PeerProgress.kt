@@ -94,10 +94,11 @@ internal class PeerProgress(private val session: Session) {
      * waits in receive() or for a credit to send (as many coroutines are alive as QPs wait so, so
      * one busy in its own code, or in withContext elsewhere, is seen), nothing posted (a credit
      * update too) is still in flight and no message waits in the inbox of a QP that receives (a
-     * QP that waits for a credit may hold messages: it will not take them). The heartbeat thread reads the dispatcher's state without
-     * locking; [waitingFor][QpDriver.waitsForMessage] is read before the counters, so a message
-     * taken since shows as progress. A coroutine suspended in delay() while it has a child that
-     * waits in receive() is not told apart from one that waits for that child. Under RdmaJava the
+     * QP that waits for a credit may hold messages: it will not take them). The heartbeat thread
+     * reads the dispatcher's state without locking; [waitingFor][QpDriver.waitsForMessage] is read
+     * before the counters, so a message taken since shows as progress. Not seen: a coroutine
+     * suspended in delay() while its child waits (it looks like one waiting for that child), and a
+     * wait inside withTimeout { } whose expiry would run other code (the wait looks final). Under RdmaJava the
      * code runs on threads of its own and [Session.runJob] (connect's call) has ended: no coroutine is
      * seen, nothing is called a deadlock, and the timeout ends the wait as before.
      */
@@ -193,7 +194,7 @@ internal class PeerProgress(private val session: Session) {
         ScenarioException("$peerLabel finished without sending the message that the ${role.label} waits for in receive() on QP $qp")
 
     private companion object {
-        /** Heartbeats of each side that must show both waiting to receive before it is called a deadlock. */
+        /** Heartbeats of each side that must show it stalled (in receive() or on a credit) before it is called a deadlock. */
         const val STALLED_HEARTBEATS = 3
 
         const val BOTH_RECEIVE = "both sides wait to receive, one of them has to send first"

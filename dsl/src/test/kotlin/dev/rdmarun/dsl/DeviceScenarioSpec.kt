@@ -512,6 +512,26 @@ class DeviceScenarioSpec : FunSpec({
             client.getOrThrow()
         }
 
+        test("a side blocked on credits while the peer computes, then receives, is not taken for a deadlock ($device)") {
+            val (server, client) = pair {
+                recvDepth(4)
+                inboxDepth(4)
+                timeout(60.seconds)
+                connect(peer)
+                qp(0) {
+                    if (isServer) {
+                        repeat(20) { send(size = 8); awaitCompletion() } // waits for credits after 8
+                    } else {
+                        // Longer than the heartbeats a deadlock takes: the server waits for a credit all along, this side computes.
+                        withContext(Dispatchers.Default) { Thread.sleep(5_000) }
+                        repeat(20) { receive() }
+                    }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+        }
+
         test("a full inbox ends the sender's wait with a sentence naming the messages nobody received ($device)") {
             val (server, client) = pair {
                 recvDepth(4)
