@@ -278,8 +278,8 @@ public data class ScenarioResult(
      */
     public fun latencyNote(): String? {
         if (!latencyTest) {
-            return if (movedNothing) " no traffic on this side (the ${role.other.label}'s one-sided operations do not involve it): " +
-                "the ${role.other.label}'s results have the bandwidth" else null
+            return if (movedNothing) " no traffic on this side: what the peer's one-sided operations moved " +
+                "to or from this side's memory, if any, is in the peer's results" else null
         }
         val lead = leadingSection
         return when {

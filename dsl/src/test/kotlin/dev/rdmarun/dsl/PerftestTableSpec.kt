@@ -137,7 +137,8 @@ class PerftestTableSpec : FunSpec({
         text shouldContain "                    rdma-run BW Test"
         text.lines().none { it.startsWith(" #bytes") } shouldBe true
         target.perftestRow() shouldBe null
-        text shouldContain " no traffic on this side (the client's one-sided operations do not involve it): the client's results have the bandwidth"
+        text shouldContain " no traffic on this side: what the peer's one-sided operations moved to or from this side's memory, " +
+            "if any, is in the peer's results"
         // The side that moved data keeps its block and says nothing of the kind.
         stream.table() shouldNotContain "no traffic on this side"
     }
