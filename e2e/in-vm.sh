@@ -564,9 +564,9 @@ case_script_figures() {
 
 # ---- main ----
 
-# Four ranks on one rxe0, each with its own address on the netdev and its own RoCE v2 GID (found
+# Three ranks on one rxe0, each with its own address on the netdev and its own RoCE v2 GID (found
 # by its address, never by a fixed index): rxe keeps traffic between its own addresses in its
-# loopback path. All to all: 12 pairs, every byte checked; the resource counts of rxe0 are the
+# loopback path. All to all: 6 pair results (3 pairs, each side), every byte checked; the resource counts of rxe0 are the
 # same before and after. Incast runs on soft0 under mpiexec (soft-e2e.sh) and on rxe0 in bench/.
 case_ranks_alltoall() {
   local ok=0 k

@@ -244,7 +244,7 @@ samples_by() {
 # Eight ranks of the all-to-all sample under mpirun (8 JVMs on this host's cores: soft0 waits for a
 # peer its host holds back rather than counting retries): every rank writes to the seven others at
 # once and checks every byte each of them wrote (56 pairs' payloads); rank 0 sums up all 56 pairs.
-# (Four ranks run under srun below, and in the VM.)
+# (Four ranks run under srun below, and three in the VM.)
 case_alltoall_mpirun() {
   launcher_present mpirun openmpi-bin || return $(($? == 2 ? 0 : 1))
   samples_by alltoall 8 "wrote to 7 ranks and checked what each wrote" 18754 \

@@ -30,7 +30,7 @@ public abstract non-sealed class QueuePair extends VerbsResource {
 
     public abstract int qpNum();
 
-    /** {@code qpn} as perftest's address lines print it (0x0125): the one form every sentence naming a QP number uses. */
+    /** {@code qpn} as perftest's address lines print it (0x0125): the form of the verbs layer's and the engine's sentences. */
     public static String qpnText(int qpn) {
         return String.format(java.util.Locale.ROOT, "%#06x", qpn);
     }

@@ -68,10 +68,10 @@ class PingpongCommand : RdmaCommand("pingpong") {
         .int().restrictTo(0..15).default(0)
     private val peerTimeout by option("--peer-timeout", metavar = "DURATION",
         help = "Give up when the peer does not connect, answer, or complete a message for this long " +
-            "(seconds, or a duration like 30s, 2m, 500ms; default 60s)")
+            "(whole seconds, or a duration like 30s, 2m, 500ms; default 60s)")
         .convert { text -> usage { ScenarioCommand.parseTimeout(text, bareSeconds = true) } }.default(60.seconds)
     private val timeout by option("--timeout", metavar = "DURATION",
-        help = "Give up when the whole run takes longer (seconds, or a duration like 30s, 2m, 500ms; default: no limit)")
+        help = "Give up when the whole run takes longer (whole seconds, or a duration like 30s, 2m, 500ms; default: no limit)")
         .convert { text -> usage { ScenarioCommand.parseTimeout(text, bareSeconds = true) } }
     private val host by argument("HOST", help = "Server to connect to; without it, wait for a client").optional()
 

@@ -577,7 +577,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         fun parseTimeout(text: String, bareSeconds: Boolean = false): Duration {
             val t = text.trim()
             val d = (if (bareSeconds) t.toLongOrNull()?.seconds else null) ?: Duration.parseOrNull(t)
-                ?: throw IllegalArgumentException("'$text' is not ${if (bareSeconds) "a number of seconds or " else ""}a duration like 30s, 2m or 500ms")
+                ?: throw IllegalArgumentException("'$text' is not ${if (bareSeconds) "a whole number of seconds or " else ""}a duration like 30s, 2m or 500ms")
             require(d.isPositive()) { "the timeout must be positive, not $text" }
             require(d <= MAX_DURATION) { "the timeout must be at most $MAX_DURATION, not $text" }
             return d

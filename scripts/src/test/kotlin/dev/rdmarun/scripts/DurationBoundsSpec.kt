@@ -42,7 +42,7 @@ class DurationBoundsSpec : FunSpec({
             listOf("pingpong", "-d", "nodev", "--peer-timeout", "7d 1s") to "invalid value for --peer-timeout: the timeout must be at most 7d, not 7d 1s",
             listOf("pingpong", "-d", "nodev", "--peer-timeout", "0") to "invalid value for --peer-timeout: the timeout must be positive, not 0",
             listOf("pingpong", "-d", "nodev", "--timeout", "soon") to
-                "invalid value for --timeout: 'soon' is not a number of seconds or a duration like 30s, 2m or 500ms",
+                "invalid value for --timeout: 'soon' is not a whole number of seconds or a duration like 30s, 2m or 500ms",
         )
         for ((args, sentence) in refusals) {
             val result = run(*args.toTypedArray())

@@ -71,7 +71,7 @@ final class OpChecks {
         if (kind.isAtomic() && (remoteOffset & 7) != 0) {
             throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": remoteOffset " + remoteOffset
                     + " is not 8-byte aligned (atomics work on aligned 64-bit words)", "use a multiple of 8, such as "
-                    + (remoteOffset & ~7L));
+                    + Math.clamp(remoteOffset & ~7L, 0L, Math.max(0L, bufferSize - 8L)));
         }
         if (remoteOffset < 0 || remoteOffset > (long) bufferSize - bytes) { // not offset + bytes: it overflows
             throw EngineException.ofCall(kind.label() + "()" + " of " + bytes + " bytes on QP " + index + " at remoteOffset " + remoteOffset
