@@ -287,9 +287,10 @@ case_multiqp_bad_peer() {
 # ---- scenario scripts: bin/rdma-run FILE.main.kts (samples/*.main.kts) ----
 
 SAMPLES="$root/samples"
-# A server waits --timeout for its client once its own setup is done; under TCG the client's JVM
-# start and setup can take 20-30 s longer than that, so the cases give both sides more time.
-SCRIPT_TIMEOUT=${E2E_SCRIPT_TIMEOUT:-90s}
+# A server waits --timeout for its client's hello once it listens. Under TCG the client's JVM
+# start and setup take 30-60 s on a quiet host and were seen past 90 s on a loaded one (the server
+# then gave up first): no case waits for this timeout to pass, so it is generous.
+SCRIPT_TIMEOUT=${E2E_SCRIPT_TIMEOUT:-180s}
 # For the cases that test something else: no pre-flight and no warm-up, which under TCG take 10 s
 # and up to 30 s of each side (script_pingpong_lat keeps both, and script_figures its warm-up).
 NO_WARMUP=(--set warmup=0 --set preflight=0)
