@@ -87,7 +87,7 @@ internal class QpDriver private constructor(private val session: Session, val en
     /** Buffer [i]'s memory; one out of range fails with [outside]'s sentence, named as the script's call. */
     private inline fun bufferSlice(i: Int, outside: (count: Int) -> String): MemorySegment {
         val s = session.settings
-        if (i !in 0 until s.bufferCount) throw ScriptCallException(outside(s.bufferCount), "bufferCount(n) before connect gives each QP n buffers")
+        if (i !in 0 until s.bufferCount) throw ScriptCallException(outside(s.bufferCount), QpEngine.BUFFER_COUNT_HINT)
         return engine.dataRegion().segment().asSlice(i.toLong() * s.bufferSize, s.bufferSize.toLong())
     }
 

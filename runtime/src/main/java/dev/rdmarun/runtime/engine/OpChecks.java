@@ -44,7 +44,7 @@ final class OpChecks {
         }
         if (buffer < 0 || buffer >= bufferCount) {
             throw EngineException.ofCall(kind.label() + "()" + " on QP " + index + ": buffer " + buffer + " is outside 0.."
-                    + (bufferCount - 1) + " (bufferCount " + bufferCount + ")", "bufferCount(n) before connect gives each QP n buffers");
+                    + (bufferCount - 1) + " (bufferCount " + bufferCount + ")", QpEngine.BUFFER_COUNT_HINT);
         }
         Access needed = kind.peerAccess();
         if (needed == null) return;

@@ -49,6 +49,8 @@ import java.util.Set;
  * {@code BuffersInFlight}, {@code CreditFlow}, {@code Inbox}; and {@code OpChecks}.
  */
 public final class QpEngine {
+    /** The hint of every "buffer i is outside" sentence, the engine's and the DSL's. */
+    public static final String BUFFER_COUNT_HINT = "bufferCount(n) before connect gives each QP n buffers";
     /** {@link #post}: the peer has no receive free for this message yet. */
     public static final long BLOCKED_ON_CREDIT = -1;
     /** {@link #post}: {@code sendDepth} work requests are in flight. */
