@@ -84,7 +84,7 @@ internal class PeerProgress(private val session: Session) {
         if (localStalls < STALLED_HEARTBEATS || peerStalls < STALLED_HEARTBEATS) return
         val mine = localWait ?: return
         val theirs = lastHeartbeat?.waiting?.let { printable(it) } ?: return
-        val cause = if (mine.startsWith(RECEIVING) && theirs.startsWith(RECEIVING)) BOTH_RECEIVE else BOTH_BLOCKED
+        val cause = if (mine.startsWith(QpWait.RECEIVING) && theirs.startsWith(QpWait.RECEIVING)) BOTH_RECEIVE else BOTH_BLOCKED
         session.fail(ScenarioException("the ${role.label} waits for $mine; $peerLabel waits too, for $theirs: $cause " +
             "(neither side made progress for $STALLED_HEARTBEATS heartbeats)"))
     }
@@ -180,7 +180,7 @@ internal class PeerProgress(private val session: Session) {
             onCredit && qp != null && h != null && qp in h.inboxFull ->
                 "; $peerLabel holds ${h.messagesWaiting.getOrNull(qp) ?: "its"} messages on QP $qp that no receive() took (its inbox is full): " +
                     "it calls receive() less often than this side sends"
-            peerWaits != null && receiving && peerWaits.startsWith(RECEIVING) ->
+            peerWaits != null && receiving && peerWaits.startsWith(QpWait.RECEIVING) ->
                 "; $peerLabel waits too, for $peerWaits: $BOTH_RECEIVE"
             peerWaits != null -> "; $peerLabel made no progress either: it waits for $peerWaits"
             h == null -> "; $peerLabel sent no progress report"
@@ -202,7 +202,5 @@ internal class PeerProgress(private val session: Session) {
         /** A send's credit comes from the peer's receive(): with both sides blocked, none will come. */
         const val BOTH_BLOCKED = "a credit to send comes only when the peer's receive() takes a message from its full inbox, " +
             "and neither side can call receive() now: receive() on one side, raise inboxDepth(...), or send fewer messages"
-
-        const val RECEIVING = "a message in receive()"
     }
 }

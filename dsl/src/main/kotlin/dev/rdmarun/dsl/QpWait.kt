@@ -39,7 +39,7 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
     /** What a parked coroutine waits for, by wait kind: for this side's heartbeats ("it waits for ..."). */
     private val describeWait = arrayOf(
         "",
-        "a message in receive() on QP $index",
+        "$RECEIVING on QP $index",
         "a credit to send on QP $index",
         "room in the send queue of QP $index",
         "a completion in awaitCompletion() on QP $index",
@@ -115,7 +115,7 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
             session.fail(session.progress.peerFinishedWithoutSending(index))
         } else if (session.progress.waitExpired(since, now)) {
             val what = when (kind) {
-                MESSAGE -> "a message in receive() on QP $index"
+                MESSAGE -> "$RECEIVING on QP $index"
                 CREDIT -> "a free receive at the peer to ${op.label()}() on QP $index"
                 WINDOW -> "the completion of earlier work requests to post on QP $index (sendDepth ${session.settings.sendDepth} are in flight)"
                 COMPLETION -> "the completion of a ${engine.kindOf(target).label()}() on QP $index"
@@ -139,5 +139,8 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
         const val CREDIT_IDLE = 6
         const val ARRIVALS = 7
         const val BUFFER = 8
+
+        /** How a heartbeat's `waiting` begins when a QP waits in receive(): the peer's checks read it so. */
+        const val RECEIVING = "a message in receive()"
     }
 }

@@ -96,7 +96,7 @@ internal class WarmupRounds(private val session: Session) {
                 session.failure?.let { throw it }
                 val peerWaits = progress.lastHeartbeat?.waiting
                 if (progress.peerStalls >= UNPAIRED_HEARTBEATS && peerWaits != null &&
-                    peerWaits.startsWith(if (qp == null) "a message in receive()" else "a message in receive() on QP $qp")) {
+                    peerWaits.startsWith(if (qp == null) QpWait.RECEIVING else "${QpWait.RECEIVING} on QP $qp")) {
                     return null
                 }
                 if (progress.peerFinishedAt != 0L || session.framePending) {
