@@ -178,9 +178,7 @@ public final class QpEngine {
 
     // ---- posting ----
 
-    /**
-     * The size an operation moves: 8 for atomics, the buffer size for {@code size == -1}, else size.
-     */
+    /** The size an operation moves: 8 for atomics, the buffer size for {@code size == -1}, else size. */
     public int effectiveSize(OpKind kind, int size) {
         return OpChecks.effectiveSize(kind, size, bufferSize);
     }
