@@ -7,6 +7,8 @@ package dev.rdmarun.dsl
  * JSON's `controlProtocol` report it.
  *
  * 4: proofs of the secret and the plan instead of showing the fingerprint, soft0's fabric key
- * derived on both sides; 5: the done frame says whether its side measured a latency section.
+ * derived on both sides; 5: the done frame says whether its side measured a latency section;
+ * 6: a heartbeat's `stalled` also covers a wait for a credit (an older peer would read both sides
+ * blocked on credits as a live run, or a credit wait as a wait in receive()).
  */
-public const val CONTROL_PROTOCOL_VERSION: Int = 5
+public const val CONTROL_PROTOCOL_VERSION: Int = 6
