@@ -4,6 +4,8 @@ import com.github.ajalt.clikt.core.UsageError
 import com.github.ajalt.clikt.parameters.groups.OptionGroup
 import com.github.ajalt.clikt.parameters.options.convert
 import com.github.ajalt.clikt.parameters.options.flag
+import com.github.ajalt.clikt.parameters.options.NullableOption
+import com.github.ajalt.clikt.parameters.options.RawOption
 import com.github.ajalt.clikt.parameters.options.option
 import com.github.ajalt.clikt.parameters.types.int
 import com.github.ajalt.clikt.parameters.types.restrictTo
@@ -11,6 +13,10 @@ import dev.rdmarun.dsl.MAX_DURATION
 import dev.rdmarun.dsl.MAX_DURATION_SECONDS
 import dev.rdmarun.dsl.StandardParameters
 import dev.rdmarun.runtime.Mtu
+
+/** A message size in bytes as every command's `-s` takes it: 4096, 4K, 64KiB, 1M ([StandardParameters.parseSize]). */
+internal fun RawOption.messageSize(): NullableOption<Int, Int> =
+    convert { text -> StandardParameters.parseSize(text)?.takeIf { it > 0 } ?: fail("'$text' is not a size like 4096, 4K or 1M") }
 
 /**
  * perftest's flags on a scenario run, under perftest's names, so a perftest command line means
@@ -26,7 +32,7 @@ class PerftestOptions : OptionGroup(
 ) {
     private val messageSize by option("-s", "--size", metavar = "BYTES",
         help = "Message size (parameter size; 4096, 4K, 64KiB, 1M)")
-        .convert { text -> StandardParameters.parseSize(text)?.takeIf { it > 0 } ?: fail("'$text' is not a size like 4096, 4K or 1M") }
+        .messageSize()
     private val iterations by option("-n", "--iters", metavar = "N", help = "Rounds of repeat { } (parameter iterations)")
         .int().restrictTo(min = 1)
     private val qps by option("-q", "--qp", metavar = "N", help = "QPs (parameter qps)").int().restrictTo(1..4096)

@@ -46,8 +46,8 @@ class PingpongCommand : RdmaCommand("pingpong") {
     private val gidIndex by option("-g", "--gid-idx", metavar = "GIDX",
         help = "Local GID index (default: RoCE v2 with IPv4 first on RoCE ports, see `rdma-run gids`; none on InfiniBand; -1: none)")
         .int().restrictTo(-1..255)
-    private val size by option("-s", "--size", metavar = "SIZE", help = "Message size in bytes (default 4096)")
-        .int().restrictTo(min = 1).default(4096)
+    private val size by option("-s", "--size", metavar = "SIZE", help = "Message size in bytes: 4096, 4K, 64KiB, 1M (default 4096)")
+        .messageSize().default(4096)
     private val iters by option("-n", "--iters", metavar = "ITERS", help = "Number of exchanges (default 1000)")
         .int().restrictTo(min = 1).default(1000)
     private val warmup by option("--warmup", metavar = "ITERS",

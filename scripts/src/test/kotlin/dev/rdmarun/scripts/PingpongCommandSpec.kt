@@ -69,6 +69,18 @@ class PingpongCommandSpec : FunSpec({
         }
     }
 
+    test("-s takes a size as a scenario's -s does (1K is 1024 bytes), and refuses a word that is none in one sentence") {
+        val (server, client) = mismatched(listOf("-s", "1K", "-n", "100"), listOf("-s", "1024", "-n", "100"))
+        withClue("server: ${server.stderr}\nclient: ${client.stderr}") {
+            server.statusCode shouldBe 0
+            client.statusCode shouldBe 0
+            server.stdout shouldContain "204800 bytes in " // 100 exchanges of 1024 bytes each way
+        }
+        val bad = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-s", "4X", "127.0.0.1"))
+        bad.statusCode shouldBe 1
+        bad.stderr shouldContain "'4X' is not a size like 4096, 4K or 1M"
+    }
+
     /** ibv_rc_pingpong's four stdout lines; returns (local, remote) addresses. */
     fun checkStdout(result: CliktCommandTestResult): Pair<String, String> {
         val lines = result.stdout.trimEnd('\n').lines()
