@@ -106,12 +106,17 @@ internal class PeerProgress(private val session: Session) {
         if (controlWait != null || peerFinishedAt != 0L || session.failure != null) return null
         var blocked = 0
         var what: String? = null
+        var whatReceives = false
         for (d in drivers) {
             // waitsFor* before the counters below: a message taken since shows as progress.
             val receiving = d.waitsForMessage
             if (receiving || d.waitsForCredit) {
                 blocked++
-                if (what == null) what = d.waitingFor
+                // A credit wait names the cause whichever QP it is on: prefer it to a receive().
+                if (what == null || (whatReceives && !receiving)) {
+                    what = d.waitingFor
+                    whatReceives = receiving
+                }
             }
             if (receiving && d.messagesWaiting != 0) return null
         }
@@ -161,7 +166,8 @@ internal class PeerProgress(private val session: Session) {
         localStalls = if (stalled != null && total == localProgress) localStalls + 1 else if (stalled != null) 1 else 0
         localProgress = total
         checkBothStalled()
-        return Heartbeat(total, waiting ?: controlWait, messages, full, stalled = stalled != null)
+        // Stalled: the wait that names the cause, which the peer's verdict reads.
+        return Heartbeat(total, stalled ?: waiting ?: controlWait, messages, full, stalled = stalled != null)
     }
 
     /** What this side waits for on the control connection (a barrier, a round, the end), for its heartbeats; null: nothing. */

@@ -486,6 +486,26 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("a deadlock of credit waits on one QP and receive() on another is named by the credits, whichever QP is first ($device)") {
+            val (server, client) = pair {
+                qps(2)
+                recvDepth(4)
+                inboxDepth(4)
+                timeout(60.seconds)
+                connect(peer)
+                forEachQp {
+                    if (index == 0) receive() else repeat(100) { send(size = 8); awaitCompletion() }
+                }
+            }
+            val messages = listOfNotNull(server.exceptionOrNull()?.message, client.exceptionOrNull()?.message)
+            messages.size shouldBe 2
+            messages.forEach {
+                it shouldContain "waits for a credit to send on QP 1; the "
+                it shouldContain "waits too, for a credit to send on QP 1: a credit to send comes only when the peer's receive() "
+                it shouldNotContain "waited 1m"
+            }
+        }
+
         test("a side that waits in receive() while its other coroutine computes is not taken for a deadlock ($device)") {
             val (server, client) = pair {
                 qps(2)
