@@ -289,16 +289,21 @@ public data class ScenarioResult(
         }
     }
 
-    /** rdma-run's per-QP traffic table (one row per QP when there are several, then the total), rates in MB/sec or, with [gbits], Gb/sec. */
+    /**
+     * rdma-run's per-QP traffic table (one row per QP when there are several, then the total),
+     * rates in MB/sec or, with [gbits], Gb/sec. Every rate of a row is over that row's time, as in
+     * the JSON ([TrafficResult]): a QP's own measured time, the side's duration for the total. So
+     * the total's rates are not the sum of the QPs' when their warm-ups ended apart.
+     */
     public fun trafficLines(gbits: Boolean = false): List<String> = buildList {
         val unit = PerftestFormat.unit(gbits)
         add(String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
             "BW out[$unit]", "BW in[$unit]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]"))
-        fun rate(bytes: Long) = if (seconds > 0) PerftestFormat.rate(bytes / seconds, gbits) else 0.0
+        fun rate(gbps: Double) = PerftestFormat.rate(gbps * 1e9 / 8, gbits)
         for (t in (if (qps.size > 1) qps else emptyList()) + total) {
             val latency = t.latency?.let { "${us(it.p50Nanos)}/${us(it.p99Nanos)}/${us(it.maxNanos)}" } ?: "-"
             add(String.format(Locale.ROOT, TABLE_ROW, t.qp?.toString() ?: "total", t.bytesSent, t.bytesReceived,
-                t.operations, t.messagesReceived, fixed(rate(t.bytesSent), 3), fixed(rate(t.bytesReceived), 3), fixed(t.mpps, 6), latency))
+                t.operations, t.messagesReceived, fixed(rate(t.sentGbps), 3), fixed(rate(t.receivedGbps), 3), fixed(t.mpps, 6), latency))
         }
         if (total.messagesNotReceived > 0) {
             add(" ${total.messagesNotReceived} message${if (total.messagesNotReceived == 1L) "" else "s"} arrived that no receive() took")

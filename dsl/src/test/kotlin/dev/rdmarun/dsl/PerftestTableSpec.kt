@@ -143,6 +143,16 @@ class PerftestTableSpec : FunSpec({
         stream.table() shouldNotContain "no traffic on this side"
     }
 
+    test("each traffic row's bandwidth is over its own time, as its MsgRate and the JSON are, not over the side's") {
+        // QP 1's warm-up ended later: the same bytes over a shorter time than QP 0's.
+        val q0 = traffic(5000, 0, null).copy(qp = 0, sentGbps = 0.4, mpps = 0.01)
+        val q1 = traffic(5000, 0, null).copy(qp = 1, sentGbps = 0.5, mpps = 0.0125)
+        val two = stream.copy(qps = listOf(q0, q1), total = traffic(10_000, 0, null).copy(sentGbps = 0.8, mpps = 0.02))
+        val rows = two.trafficLines().drop(1).map { it.trim().split(Regex("\\s+")) }
+        rows.map { it[0] to it[5] } shouldBe listOf("0" to "47.684", "1" to "59.605", "total" to "95.367") // Gb/s * 1e9 / 8 / 2^20
+        two.trafficLines(gbits = true).drop(1).map { it.trim().split(Regex("\\s+"))[5] } shouldBe listOf("0.400", "0.500", "0.800")
+    }
+
     test("one unit system per run: MB/sec everywhere, or with --report_gbits Gb/sec everywhere") {
         for (r in listOf(stream, pingpong)) {
             val mb = r.table()
