@@ -133,8 +133,11 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 val clientNonce = secret?.let { PingpongWire.nonce() }
                 val remote = when {
                     server != null -> {
-                        preflightFirst()
-                        exchange.asClient(server, tcpPort, local, clientNonce)
+                        // Connected first, so that a server that is not there is known at once; the
+                        // address follows the pre-flight (the server waits on it for --peer-timeout).
+                        val socket = exchange.connectTo(server, tcpPort)
+                        try { preflightFirst() } catch (e: Throwable) { socket.close(); throw e }
+                        exchange.asClient(socket, local, clientNonce)
                     }
                     secret != null -> exchange.asSoftServer(tcpPort, local, preflightFirst) { r, nonce -> connect(r, PingpongWire.fabricKey(secret, nonce)) }
                     else -> exchange.asServer(tcpPort, local, preflightFirst) { r -> connect(r, null) }

@@ -36,9 +36,11 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
     fun peerTimeout(what: String, hint: String? = null) =
         CommandFailure("the peer did not respond for ${peerTimeoutMs / 1000.0} s while $what (--peer-timeout)" + (hint?.let { "; hint: $it" } ?: ""))
 
+    /** Whether --timeout's deadline has passed. */
+    fun overallPassed(): Boolean = overallDeadline != null && System.nanoTime() - overallDeadline >= 0
+
     /** The failure for a wait that timed out (a socket timeout may fire a little before the deadline it was cut to). */
-    fun timeout(what: String): CommandFailure =
-        if (lastWaitOverall || (overallDeadline != null && System.nanoTime() - overallDeadline >= 0)) overallTimeout(what) else peerTimeout(what)
+    fun timeout(what: String): CommandFailure = if (lastWaitOverall || overallPassed()) overallTimeout(what) else peerTimeout(what)
 }
 
 /**
@@ -102,10 +104,12 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
         }
     }
 
-    /** The client's side; with [nonce] (soft0) the nonce follows the address, in the same write. */
-    fun asClient(host: String, tcpPort: Int, local: PingpongDest, nonce: ByteArray? = null): PingpongDest {
-        val socket = connect(host, tcpPort)
-        return socket.use {
+    /**
+     * The client's side on [socket], from [connectTo], which it closes; with [nonce] (soft0) the nonce
+     * follows the address, in the same write.
+     */
+    fun asClient(socket: Socket, local: PingpongDest, nonce: ByteArray? = null): PingpongDest =
+        socket.use {
             interruption.blockingOn(socket) { s ->
                 s.tcpNoDelay = true
                 val address = PingpongWire.encode(local)
@@ -115,14 +119,13 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
                 remote
             }
         }
-    }
 
     /**
      * Connects to the first address of [host] that accepts. While every address refuses (the server
-     * is not listening yet) it retries every [RETRY_MS] until the peer timeout: the two sides may be
-     * started together.
+     * is not listening yet) it retries every [RETRY_MS] until the peer timeout or --timeout, and then
+     * says that it was refused: the two sides may be started together.
      */
-    private fun connect(host: String, tcpPort: Int): Socket {
+    fun connectTo(host: String, tcpPort: Int): Socket {
         val addresses = try {
             InetAddress.getAllByName(host)
         } catch (e: UnknownHostException) {
@@ -130,9 +133,10 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
         }
         val what = "connecting to $host port $tcpPort"
         val giveUp = System.nanoTime() + limits.peerTimeoutMs * 1_000_000
+        var refused: Exception? = null
         while (true) {
-            var refused: Exception? = null
             for (address in addresses) {
+                if (refused != null && limits.overallPassed()) break
                 val socket = Socket()
                 try {
                     interruption.blockingOn(socket) { it.connect(InetSocketAddress(address, tcpPort), limits.waitMs(what)) }
@@ -148,11 +152,12 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
                     throw if (e is java.io.IOException) CommandFailure("cannot connect to $host port $tcpPort: ${e.message}", cause = e) else e
                 }
             }
-            if (System.nanoTime() - giveUp >= 0) {
-                throw CommandFailure("cannot connect to $host port $tcpPort: ${refused?.message} for ${limits.peerTimeoutMs / 1000.0} s" +
+            val overall = limits.overallPassed()
+            if (overall || System.nanoTime() - giveUp >= 0) {
+                val until = if (overall) "until --timeout" else "for ${limits.peerTimeoutMs / 1000.0} s"
+                throw CommandFailure("cannot connect to $host port $tcpPort: ${refused?.message} $until" +
                     " (is the server side running? start `rdma-run pingpong` or `ibv_rc_pingpong` without HOST there)", cause = refused)
             }
-            limits.waitMs(what) // throws when the overall deadline passed
             Thread.sleep(RETRY_MS)
             interruption.check()
         }

@@ -16,6 +16,7 @@ import dev.rdmarun.runtime.RtrAttributes
 import dev.rdmarun.runtime.RtsAttributes
 import dev.rdmarun.runtime.SendFlags
 import dev.rdmarun.runtime.VerbsException
+import dev.rdmarun.runtime.WcStatus
 import dev.rdmarun.runtime.WorkCompletions
 import java.util.EnumSet
 
@@ -145,7 +146,7 @@ internal class PingpongSetup(
             idlePolls = 0
             lastCompletion = System.nanoTime()
             for (i in 0 until n) {
-                if (!wc.isSuccess(i)) throw exchangeFailed(wc.failure(i))
+                if (!wc.isSuccess(i)) throw exchangeFailed(wc.status(i), wc.failure(i), scnt + rcnt)
                 val wrId = wc.wrId(i)
                 when (wrId) {
                     PingpongCommand.SEND_WRID -> scnt++
@@ -172,15 +173,24 @@ internal class PingpongSetup(
         return lastCompletion - marks[0]
     }
 
-    /** A failed completion of the ping-pong, with the cause rdma-run sees most: the peer's other -s. */
-    private fun exchangeFailed(e: VerbsException) =
-        CommandFailure("${RdmaCommand.oneLine(e)}; this side sends and receives $size bytes: $FLAGS_HINT", cause = e)
+    /**
+     * A failed completion of the ping-pong, after [completions] good ones. No ACK in the middle of
+     * the exchange means the peer's QP went away; any other failure most likely the peer's other -s.
+     */
+    private fun exchangeFailed(status: WcStatus, e: VerbsException, completions: Int) = CommandFailure(
+        "${RdmaCommand.oneLine(e)}; this side sends and receives $size bytes: " +
+            if (status == WcStatus.RETRY_EXC_ERR && completions > 0) STOPPED_HINT else FLAGS_HINT, cause = e)
 
     /**
      * Why the ping-pong stopped with no completion for a while, after [completions]: none at all on
-     * soft0 is most likely another fabric key (packets under it are dropped, unanswered).
+     * soft0 is most likely another fabric key (packets under it are dropped, unanswered); some, a
+     * peer that ended or was stopped (ibv_rc_pingpong's exchange leaves no connection to see it by).
      */
-    private fun stalledHint(completions: Int) = if (completions == 0 && ctx.isSoftware()) TOKEN_HINT else FLAGS_HINT
+    private fun stalledHint(completions: Int) = when {
+        completions > 0 -> STOPPED_HINT
+        ctx.isSoftware() -> TOKEN_HINT
+        else -> FLAGS_HINT
+    }
 
     companion object {
         /**
@@ -188,6 +198,9 @@ internal class PingpongSetup(
          * flags before the ping-pong: a larger -s fails its work requests, a smaller -n ends first.
          */
         const val FLAGS_HINT = "a peer run with another -s, -n or --warmup ends the ping-pong this way: give both sides the same -s, -n and --warmup"
+
+        const val STOPPED_HINT = "the peer stopped answering in the middle of the ping-pong: it ended (another -n or --warmup gives it " +
+            "fewer exchanges), or it was interrupted or failed; give both sides the same -s, -n and --warmup"
 
         const val TOKEN_HINT = "no message of the peer arrived: on soft0 both sides need the same RDMA_RUN_TOKEN (their fabric key comes " +
             "from it, and a packet under another key is dropped), and the same -s, -n and --warmup"
