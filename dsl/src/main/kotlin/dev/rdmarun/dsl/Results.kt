@@ -291,13 +291,15 @@ public data class ScenarioResult(
 
     /**
      * rdma-run's per-QP traffic table (one row per QP when there are several, then the total),
-     * rates in MB/sec or, with [gbits], Gb/sec. Every rate of a row is over that row's time, as in
+     * rates in MB/sec or, with [gbits], Gb/sec. `#msgs arrived` counts the messages that reached
+     * this side's inbox, taken by a receive() or not; a line after the table says how many no
+     * receive() took. Every rate of a row is over that row's time, as in
      * the JSON ([TrafficResult]): a QP's own measured time, the side's duration for the total. So
      * the total's rates are not the sum of the QPs' when their warm-ups ended apart.
      */
     public fun trafficLines(gbits: Boolean = false): List<String> = buildList {
         val unit = PerftestFormat.unit(gbits)
-        add(String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs in",
+        add(String.format(Locale.ROOT, TABLE_ROW, "QP", "#bytes out", "#bytes in", "#WRs", "#msgs arrived",
             "BW out[$unit]", "BW in[$unit]", "MsgRate[Mpps]", "WR latency p50/p99/max[us]"))
         fun rate(gbps: Double) = PerftestFormat.rate(gbps * 1e9 / 8, gbits)
         for (t in (if (qps.size > 1) qps else emptyList()) + total) {
@@ -356,7 +358,7 @@ public data class ScenarioResult(
 }
 
 private const val OWN_LAT_ROW = " %-14s %-8s %-12s %-12s %-12s %-16s %-12s %-14s %-10s %s"
-private const val TABLE_ROW = " %-5s %14s %14s %11s %10s %15s %14s %14s  %s"
+private const val TABLE_ROW = " %-5s %14s %14s %11s %15s %15s %14s %14s  %s"
 
 private fun us(ns: Long): String = fixed(ns / 1000.0, 2)
 

@@ -153,6 +153,17 @@ class PerftestTableSpec : FunSpec({
         two.trafficLines(gbits = true).drop(1).map { it.trim().split(Regex("\\s+"))[5] } shouldBe listOf("0.400", "0.500", "0.800")
     }
 
+    test("the messages column counts arrivals, taken or not, and says so; the line after it says how many no receive() took") {
+        // The card's side: 1000 messages arrived, none taken (its script never calls receive()).
+        val card = stream.copy(total = traffic(1000, 1000, null).copy(messagesNotReceived = 1000),
+            qps = listOf(traffic(1000, 1000, null).copy(qp = 0, messagesNotReceived = 1000)))
+        val lines = card.trafficLines()
+        val header = lines[0].trim().split(Regex("\\s{2,}"))
+        header[4] shouldBe "#msgs arrived"
+        lines[1].trim().split(Regex("\\s+"))[4] shouldBe "1000"
+        lines.last() shouldBe " 1000 messages arrived that no receive() took"
+    }
+
     test("one unit system per run: MB/sec everywhere, or with --report_gbits Gb/sec everywhere") {
         for (r in listOf(stream, pingpong)) {
             val mb = r.table()
