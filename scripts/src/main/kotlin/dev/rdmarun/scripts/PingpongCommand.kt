@@ -122,7 +122,8 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 emit("  local address:  ${local.describe()}")
                 // soft0 only: the key the client makes and sends after its address (the peer is rdma-run then).
                 val connect = { remote: PingpongDest, key: FabricKey? -> setup.connect(q, local.psn, remote, key) }
-                // Before the exchange: the server's listens meanwhile (a client that connects waits in the backlog).
+                // Before the exchange: the server's listens meanwhile (a client that connects waits in the
+                // backlog); the client's runs once connected (the server waits on its address).
                 val preflightFirst = {
                     if (preflight) PingpongPreflight(setup, interruption, limits, { emit("rdma-run pingpong: $it", err = true) }).run()
                 }
@@ -132,13 +133,7 @@ class PingpongCommand : RdmaCommand("pingpong") {
                 val secret = if (ctx.isSoftware()) softSecret() else null
                 val clientNonce = secret?.let { PingpongWire.nonce() }
                 val remote = when {
-                    server != null -> {
-                        // Connected first, so that a server that is not there is known at once; the
-                        // address follows the pre-flight (the server waits on it for --peer-timeout).
-                        val socket = exchange.connectTo(server, tcpPort)
-                        try { preflightFirst() } catch (e: Throwable) { socket.close(); throw e }
-                        exchange.asClient(socket, local, clientNonce)
-                    }
+                    server != null -> exchange.asClient(server, tcpPort, local, clientNonce, preflightFirst)
                     secret != null -> exchange.asSoftServer(tcpPort, local, preflightFirst) { r, nonce -> connect(r, PingpongWire.fabricKey(secret, nonce)) }
                     else -> exchange.asServer(tcpPort, local, preflightFirst) { r -> connect(r, null) }
                 }

@@ -105,11 +105,14 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
     }
 
     /**
-     * The client's side on [socket], from [connectTo], which it closes; with [nonce] (soft0) the nonce
-     * follows the address, in the same write.
+     * The client's side; with [nonce] (soft0) the nonce follows the address, in the same write.
+     * [afterConnect] runs once connected, before the address is sent (the pre-flight warm-up): a
+     * server that is not there is known at once, and the server waits on the address meanwhile.
      */
-    fun asClient(socket: Socket, local: PingpongDest, nonce: ByteArray? = null): PingpongDest =
-        socket.use {
+    fun asClient(host: String, tcpPort: Int, local: PingpongDest, nonce: ByteArray? = null, afterConnect: () -> Unit = {}): PingpongDest {
+        val socket = connect(host, tcpPort)
+        return socket.use {
+            afterConnect()
             interruption.blockingOn(socket) { s ->
                 s.tcpNoDelay = true
                 val address = PingpongWire.encode(local)
@@ -119,13 +122,14 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
                 remote
             }
         }
+    }
 
     /**
      * Connects to the first address of [host] that accepts. While every address refuses (the server
      * is not listening yet) it retries every [RETRY_MS] until the peer timeout or --timeout, and then
      * says that it was refused: the two sides may be started together.
      */
-    fun connectTo(host: String, tcpPort: Int): Socket {
+    private fun connect(host: String, tcpPort: Int): Socket {
         val addresses = try {
             InetAddress.getAllByName(host)
         } catch (e: UnknownHostException) {

@@ -33,7 +33,7 @@ class InterruptionSpec : FunSpec({
         val interruption = Interruption()
         try {
             val client = CompletableFuture.supplyAsync {
-                runCatching { PingpongExchange(Limits(60_000, null), interruption).connectTo("127.0.0.1", port()) }
+                runCatching { PingpongExchange(Limits(60_000, null), interruption).asClient("127.0.0.1", port(), dest) }
             }
             Thread.sleep(500)
             interruption.requestStop()

@@ -29,7 +29,7 @@ class PingpongExchangeSpec : FunSpec({
         val port = freePort()
         val connected = AtomicBoolean(false)
         val server = async { exchange().asServer(port, serverDest) { remote -> remote shouldBe clientDest; connected.set(true) } }
-        val fromServer = exchange().let { it.asClient(it.connectTo("127.0.0.1", port), clientDest) } // retries until the server listens
+        val fromServer = exchange().asClient("127.0.0.1", port, clientDest) // retries until the server listens
         connected.get() shouldBe true
         fromServer shouldBe serverDest
         server.get(10, TimeUnit.SECONDS) shouldBe clientDest
@@ -40,7 +40,7 @@ class PingpongExchangeSpec : FunSpec({
         val nonce = PingpongWire.nonce()
         val got = CompletableFuture<ByteArray>()
         val server = async { exchange().asSoftServer(port, serverDest) { remote, n -> remote shouldBe clientDest; got.complete(n) } }
-        exchange().let { it.asClient(it.connectTo("127.0.0.1", port), clientDest, nonce) } shouldBe serverDest
+        exchange().asClient("127.0.0.1", port, clientDest, nonce) shouldBe serverDest
         server.get(10, TimeUnit.SECONDS) shouldBe clientDest
         got.get().toList() shouldBe nonce.toList()
     }
@@ -77,7 +77,7 @@ class PingpongExchangeSpec : FunSpec({
 
     test("the client may start before the server: it retries while the connection is refused") {
         val port = freePort()
-        val client = async { exchange().let { it.asClient(it.connectTo("localhost", port), clientDest) } }
+        val client = async { exchange().asClient("localhost", port, clientDest) }
         Thread.sleep(700)
         exchange().asServer(port, serverDest) {} shouldBe clientDest
         client.get(10, TimeUnit.SECONDS) shouldBe serverDest
@@ -100,7 +100,7 @@ class PingpongExchangeSpec : FunSpec({
     test("client against a server that does what ibv_rc_pingpong's C server does") {
         ServerSocket().use { listener ->
             listener.bind(InetSocketAddress("127.0.0.1", 0))
-            val client = async { exchange().let { it.asClient(it.connectTo("127.0.0.1", listener.localPort), clientDest) } }
+            val client = async { exchange().asClient("127.0.0.1", listener.localPort, clientDest) }
             listener.accept().use { s ->
                 String(s.readExactly(52), Charsets.US_ASCII) shouldBe "0000:000012:abcdef:00000000000000000000ffff0a4d0002\u0000"
                 s.getOutputStream().write(PingpongWire.encode(serverDest))
@@ -141,14 +141,14 @@ class PingpongExchangeSpec : FunSpec({
 
     test("no server: the client gives up after the peer timeout") {
         val started = System.nanoTime()
-        val e = shouldThrow<CommandFailure> { exchange(peerTimeoutMs = 600).connectTo("127.0.0.1", freePort()) }
+        val e = shouldThrow<CommandFailure> { exchange(peerTimeoutMs = 600).asClient("127.0.0.1", freePort(), clientDest) }
         e.message shouldContain "cannot connect to 127.0.0.1 port"
         (System.nanoTime() - started) / 1_000_000 shouldBeLessThan 5_000
     }
 
     test("no server and a --timeout shorter than the peer timeout: the client says the connection was refused") {
         val port = freePort()
-        val e = shouldThrow<CommandFailure> { exchange(overall = System.nanoTime() + 300_000_000).connectTo("127.0.0.1", port) }
+        val e = shouldThrow<CommandFailure> { exchange(overall = System.nanoTime() + 300_000_000).asClient("127.0.0.1", port, clientDest) }
         e.message shouldContain "cannot connect to 127.0.0.1 port $port: Connection refused until --timeout"
     }
 
@@ -160,7 +160,7 @@ class PingpongExchangeSpec : FunSpec({
     }
 
     test("an unknown host is one clear error") {
-        shouldThrow<CommandFailure> { exchange().connectTo("no-such-host.invalid", 18515) }.message shouldContain
+        shouldThrow<CommandFailure> { exchange().asClient("no-such-host.invalid", 18515, clientDest) }.message shouldContain
             "unknown host 'no-such-host.invalid'"
     }
 })
