@@ -22,7 +22,7 @@ LISTEN_TIMEOUT=${E2E_LISTEN_TIMEOUT:-60}
 RDMA_RUN="$root/bin/rdma-run"
 DEV=soft0
 CASES=(devices pingpong pingpong_other_secret multiqp multiqp_other_secret card_java script_multi_qp script_peer_killed script_atomics
-       script_figures ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra alltoall_hydra alltoall_srun)
+       script_figures script_cache_copy ranks_plain ranks_mpirun ranks_hydra alltoall_mpirun incast_hydra alltoall_hydra alltoall_srun)
 
 # `rdma-run devices` lists soft0, says it is software emulation, and (on a host whose kernel has
 # no RDMA device) exits 1 with one line saying why.
@@ -167,6 +167,36 @@ case_script_figures() {
     grep -q '"operations": 500,' "$case_dir/client-$i.json" || { why="${why:+$why; }run $i: the client did not count 500 writes"; ok=1; }
     grep -q '"bytesSent": 2048000,' "$case_dir/client-$i.json" || { why="${why:+$why; }run $i: the client did not count 2048000 bytes"; ok=1; }
   done
+  return $ok
+}
+
+# A copy of the launcher, AOT cache included (as the VM suites run it), keys its compiled scripts
+# on the copy's jars. The classes of an AOT cache keep the location of the training run, which
+# must not stand for the jar that runs. One jar of the copy is changed where the AOT cache does
+# not look (an entry's time stamp: same size, same file time), so the copy must compile again.
+case_script_cache_copy() {
+  local copy="$case_dir/copy" kts="$root/samples/card.main.kts" jar ok=0
+  [ -f "$root/scripts/target/rdma-run.aot" ] || { why="the build made no AOT cache (scripts/target/rdma-run.aot)"; return 1; }
+  mkdir -p "$copy/scripts/target" && cp -a "$root/bin" "$copy/" &&
+    cp -a "$root"/scripts/target/{rdma-run.jar,rdma-run.aot,lib} "$copy/scripts/target/" || return 1
+  run first env RDMA_RUN_CACHE="$case_dir/cache" "$copy/bin/rdma-run" "$kts" --check
+  expect_rc first 0 && expect_log first "compiling card.main.kts" || return 1
+  jar=$(echo "$copy"/scripts/target/lib/rdma-dsl-*.jar)
+  python3 - "$jar" <<'EOF' || { why="could not change $jar"; return 1; }
+import os, struct, sys
+path = sys.argv[1]
+st = os.stat(path)
+data = bytearray(open(path, "rb").read())
+cd = struct.unpack_from("<I", data, data.rfind(b"PK\x05\x06") + 16)[0]  # the central directory
+assert data[cd:cd + 4] == b"PK\x01\x02"
+data[cd + 12] ^= 1  # the first entry's modification time, two seconds off
+open(path, "r+b").write(data)
+os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+EOF
+  run second env RDMA_RUN_CACHE="$case_dir/cache" RDMA_RUN_JAVA_OPTS=-Xlog:aot=info "$copy/bin/rdma-run" "$kts" --check
+  expect_rc second 0 || ok=1
+  expect_log second "Using AOT-linked classes: true" || { why="$why (without its AOT cache the case shows nothing)"; ok=1; }
+  expect_log second "compiling card.main.kts" || { why="$why: the copy's changed jar did not change the cache key"; ok=1; }
   return $ok
 }
 

@@ -1,6 +1,7 @@
 package dev.rdmarun.scripts.host
 
 import java.io.File
+import java.net.URI
 import java.nio.ByteBuffer
 import java.nio.CharBuffer
 import java.nio.charset.CodingErrorAction
@@ -218,11 +219,26 @@ class ScenarioScriptHost(private val cacheDir: File?, private val note: (String)
         internal val classpathDigest: String by lazy {
             val digest = MessageDigest.getInstance("SHA-256")
             listOf(ScenarioScript::class.java, dslAnchor(), runtimeAnchor()).mapNotNull { it }
-                .map { Path.of(it.protectionDomain.codeSource.location.toURI()) }
+                .mapNotNull { classRoot(it) }
                 .distinct()
                 .forEach { digestPath(digest, it) }
             digest.update(KotlinVersion.CURRENT.toString().toByteArray())
             hex(digest.digest())
+        }
+
+        /**
+         * The jar or class folder that [c]'s loader finds it in now. Not its code source: a class
+         * from an AOT cache (JEP 483) keeps the location of the training run, so a launcher copied
+         * elsewhere would key its cache on jars it does not run, or on none.
+         */
+        internal fun classRoot(c: Class<*>): Path? {
+            val name = c.name.replace('.', '/') + ".class"
+            val url = (c.classLoader ?: ClassLoader.getSystemClassLoader()).getResource(name) ?: return null
+            return when (url.protocol) {
+                "jar" -> Path.of(URI(url.path.substringBefore("!/")))
+                "file" -> generateSequence(Path.of(url.toURI())) { it.parent }.elementAtOrNull(name.count { it == '/' } + 1)
+                else -> null
+            }
         }
 
         private fun dslAnchor(): Class<*>? = runCatching { Class.forName("dev.rdmarun.dsl.RdmaKt") }.getOrNull()

@@ -66,6 +66,14 @@ class ScenarioScriptHostSpec : FunSpec({
         ScenarioScriptHost(null).run(compiled.script) // the script itself is fine
     }
 
+    test("the cache key covers the jar or class folder each linked class is loaded from") {
+        // A class folder (this module's classes) and a jar (Kotlin's standard library); the e2e
+        // case script_cache_copy shows why the loader, not the code source, is asked.
+        val folder = ScenarioScriptHost.classRoot(ScenarioScript::class.java)!!
+        folder.resolve("dev/rdmarun/scripts/host/ScenarioScript.class").toFile().isFile shouldBe true
+        ScenarioScriptHost.classRoot(KotlinVersion::class.java)!!.fileName.toString() shouldMatch Regex("kotlin-stdlib.*\\.jar")
+    }
+
     test("a compile error is reported as file:line:col") {
         val file = script("broken.main.kts", "val x = 1\nval y: String = x\n")
         val e = shouldThrow<ScriptCompilationException> { ScenarioScriptHost(null).compile(file) }
