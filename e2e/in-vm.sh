@@ -4,6 +4,7 @@
 #
 #   e2e/in-vm.sh                 all cases
 #   e2e/in-vm.sh multiqp gids    only the cases whose names are given (see CASES below)
+#   E2E_PART=2/3 e2e/in-vm.sh    the second of every three of them (one VM of several)
 #
 # Every case prints one "PASS name" or "FAIL name: why" line (with the logs of its processes
 # on failure); the last line is "N passed, M failed"; the exit status is non-zero if any failed.
@@ -594,6 +595,16 @@ case_ranks_alltoall() {
   return $ok
 }
 
+# E2E_PART=K/N (softroce-e2e.sh with E2E_VMS=N): the Kth of every N cases, of those named or all.
+if [ -n "${E2E_PART-}" ]; then
+  part=${E2E_PART%/*} parts=${E2E_PART#*/} all=("$@")
+  [ ${#all[@]} -eq 0 ] && all=("${CASES[@]}")
+  set --
+  for i in "${!all[@]}"; do
+    [ $((i % parts)) -eq $((part - 1)) ] && set -- "$@" "${all[$i]}"
+  done
+  [ $# -gt 0 ] || { echo "in-vm: part $E2E_PART has no case"; exit 2; }
+fi
 run_cases "$@"
 rc=$?
 # The VM powers off right after this script: give the serial console time to drain its last

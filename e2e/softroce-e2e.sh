@@ -7,7 +7,8 @@
 #   e2e/softroce-e2e.sh multiqp          some cases (names: see CASES in e2e/in-vm.sh)
 #
 # Environment: SOFTROCE_VM (default ../shared/softroce/softroce-vm.sh next to the checkout),
-# E2E_VM_CPUS (guest vCPUs, default 1: see below),
+# E2E_VM_CPUS (guest vCPUs, default 1: see below), E2E_VMS (VMs run at once, default 1: each
+# runs every Nth case, its logs in target/e2e/vm<K>/; CI runs 2, one per host core),
 # E2E_VM_TIMEOUT (seconds for the whole VM run, default 3600), E2E_PROC_TIMEOUT and
 # E2E_LISTEN_TIMEOUT (per process / per server start, passed into the VM), E2E_SCRIPT_TIMEOUT
 # (--timeout of the scenario-script cases, default 90s),
@@ -54,20 +55,52 @@ for v in E2E_PROC_TIMEOUT E2E_LISTEN_TIMEOUT E2E_SCRIPT_TIMEOUT RDMA_RUN_JAVA_OP
   if [ -n "${!v+x}" ]; then env_args+=(-e "$v"); fi
 done
 
-echo "softroce-e2e: starting the Soft-RoCE VM (timeout ${vm_timeout} s; running a snapshot of the build in $snap)"
+# verdict RC SUMMARY: what a VM run's status means, then its summary again, last and alone on its
+# line (the VM's serial console can lose its tail).
+verdict() {
+  case $1 in
+    124) echo "softroce-e2e: FAIL: the VM run exceeded ${vm_timeout} s and was killed (raise E2E_VM_TIMEOUT?)" ;;
+    125) echo "softroce-e2e: FAIL: the Soft-RoCE VM could not be set up (see the console tail above)" ;;
+  esac
+  if [ "$1" != 124 ] && [ "$1" != 125 ] && [ -f "$2" ] && [ "$2" -nt "$snap" ]; then cat "$2"; fi
+}
+
+vms=${E2E_VMS:-1}
+[ $# -gt 0 ] && [ $# -lt "$vms" ] && vms=$#
 start=$SECONDS
-set +e
-"$vm" -C -c "$vm_cpus" -t "$vm_timeout" "${env_args[@]}" -- bash "$snap/e2e/in-vm.sh" "$@"
-rc=$?
-set -e
-echo "softroce-e2e: VM run took $((SECONDS - start)) s, exit status $rc"
-case $rc in
-  124) echo "softroce-e2e: FAIL: the VM run exceeded ${vm_timeout} s and was killed (raise E2E_VM_TIMEOUT?)" ;;
-  125) echo "softroce-e2e: FAIL: the Soft-RoCE VM could not be set up (see the console tail above)" ;;
-esac
-# The summary again, last and alone on its line: the VM's serial console can lose its tail.
-summary="$E2E_LOG_DIR/summary.txt"
-if [ "$rc" != 124 ] && [ "$rc" != 125 ] && [ -f "$summary" ] && [ "$summary" -nt "$snap" ]; then
-  cat "$summary"
+if [ "$vms" -le 1 ]; then
+  echo "softroce-e2e: starting the Soft-RoCE VM (timeout ${vm_timeout} s; running a snapshot of the build in $snap)"
+  set +e
+  "$vm" -C -c "$vm_cpus" -t "$vm_timeout" "${env_args[@]}" -- bash "$snap/e2e/in-vm.sh" "$@"
+  rc=$?
+  set -e
+  echo "softroce-e2e: VM run took $((SECONDS - start)) s, exit status $rc"
+  verdict "$rc" "$E2E_LOG_DIR/summary.txt"
+  exit $rc
 fi
+
+# Several VMs from the one snapshot, each on its own share of the cases (E2E_PART=K/N, see
+# in-vm.sh) and its own log folder; their consoles go to files, printed when all are done.
+echo "softroce-e2e: starting $vms Soft-RoCE VMs (timeout ${vm_timeout} s each; running a snapshot of the build in $snap)"
+rm -rf "$E2E_LOG_DIR" && mkdir -p "$E2E_LOG_DIR"
+pids=()
+for k in $(seq 1 "$vms"); do
+  E2E_LOG_DIR="$root/target/e2e/vm$k" E2E_PART="$k/$vms" \
+    "$vm" -C -c "$vm_cpus" -t "$vm_timeout" "${env_args[@]}" -e E2E_PART -- bash "$snap/e2e/in-vm.sh" "$@" \
+    >"$root/target/e2e/vm$k.console" 2>&1 &
+  pids+=($!)
+done
+rc=0
+passed=0 failed=0
+for k in $(seq 1 "$vms"); do
+  vm_rc=0
+  wait "${pids[$((k - 1))]}" || vm_rc=$?
+  echo "softroce-e2e: ---- VM $k of $vms (console: target/e2e/vm$k.console), exit status $vm_rc"
+  cat "$root/target/e2e/vm$k.console"
+  verdict "$vm_rc" "$root/target/e2e/vm$k/summary.txt"
+  read -r p _ f _ <"$root/target/e2e/vm$k/summary.txt" 2>/dev/null && passed=$((passed + p)) && failed=$((failed + f))
+  [ "$vm_rc" = 0 ] || rc=$vm_rc
+done
+echo "softroce-e2e: $vms VMs took $((SECONDS - start)) s, exit status $rc"
+echo "$passed passed, $failed failed"
 exit $rc
