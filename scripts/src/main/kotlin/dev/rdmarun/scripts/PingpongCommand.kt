@@ -79,7 +79,7 @@ class PingpongCommand : RdmaCommand("pingpong") {
         "RC ping-pong, wire-compatible with ibv_rc_pingpong: without HOST wait for a client, with HOST connect to that server."
 
     override fun execute() {
-        val limits = Limits(peerTimeout.inWholeMilliseconds.coerceAtLeast(1), timeout?.let { System.nanoTime() + it.inWholeNanoseconds })
+        val limits = Limits(peerTimeout.inWholeMilliseconds.coerceAtLeast(1), timeout?.inWholeMilliseconds)
         run(interruption(), limits)
     }
 

@@ -12,10 +12,19 @@ import java.net.UnknownHostException
 /**
  * Time limits of a ping-pong. [peerTimeoutMs] bounds every wait on the peer: for its TCP
  * connection (accept, or connect while the server is not listening yet), for each message of the
- * exchange, and between two completions of the ping-pong itself. [overallDeadline] (System.nanoTime,
- * or null) bounds the whole run.
+ * exchange, and between two completions of the ping-pong itself. [overallMs] (--timeout, or null)
+ * bounds the whole run, counted from [startedAt] (System.nanoTime).
  */
-class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
+class Limits(val peerTimeoutMs: Long, val overallMs: Long?, val startedAt: Long = System.nanoTime()) {
+    /** When the run must end (System.nanoTime), or null. */
+    val overallDeadline: Long? = overallMs?.let { startedAt + it * 1_000_000 }
+
+    /** The same run's limits with another peer timeout. */
+    fun withPeerTimeout(ms: Long) = Limits(ms, overallMs, startedAt)
+
+    /** `--timeout (30.0 s)`: the option and its value, as the failures name it. */
+    val overallName: String get() = "--timeout (${(overallMs ?: 0) / 1000.0} s)"
+
     /** The last wait was cut to what was left of the overall deadline: its timeout is --timeout's. */
     private var lastWaitOverall = false
 
@@ -30,7 +39,7 @@ class Limits(val peerTimeoutMs: Long, val overallDeadline: Long?) {
     }
 
     /** [hint]: as in [peerTimeout]. */
-    fun overallTimeout(what: String, hint: String? = null) = CommandFailure("--timeout reached while $what" + (hint?.let { "; hint: $it" } ?: ""))
+    fun overallTimeout(what: String, hint: String? = null) = CommandFailure("$overallName reached while $what" + (hint?.let { "; hint: $it" } ?: ""))
 
     /** [hint]: what the wait's likely cause is, after the sentence. */
     fun peerTimeout(what: String, hint: String? = null) =
@@ -158,7 +167,7 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
             }
             val overall = limits.overallPassed()
             if (overall || System.nanoTime() - giveUp >= 0) {
-                val until = if (overall) "until --timeout" else "for ${limits.peerTimeoutMs / 1000.0} s"
+                val until = if (overall) "until ${limits.overallName}" else "for ${limits.peerTimeoutMs / 1000.0} s"
                 throw CommandFailure("cannot connect to $host port $tcpPort: ${refused?.message} $until" +
                     " (is the server side running? start `rdma-run pingpong` or `ibv_rc_pingpong` without HOST there)", cause = refused)
             }

@@ -63,7 +63,7 @@ internal class PingpongPreflight(
 
     private fun rounds(client: PingpongQp, server: PingpongQp, stop: Interruption, started: Long, end: Long) {
         // The real run's limits, so that the warm-up's own failures say the same; a short peer timeout for a loopback.
-        val roundLimits = Limits(minOf(limits.peerTimeoutMs, LOOPBACK_TIMEOUT_MS), limits.overallDeadline)
+        val roundLimits = limits.withPeerTimeout(minOf(limits.peerTimeoutMs, LOOPBACK_TIMEOUT_MS))
         val deadline = limits.overallDeadline ?: PingpongSetup.noDeadline()
         var rounds = 0
         val jit = JitQuiet()
