@@ -96,9 +96,10 @@ internal class PeerProgress(private val session: Session) {
      * update too) is still in flight and no message waits in the inbox of a QP that receives (a
      * QP that waits for a credit may hold messages: it will not take them). The heartbeat thread
      * reads the dispatcher's state without locking; [waitingFor][QpDriver.waitsForMessage] is read
-     * before the counters, so a message taken since shows as progress. Not seen: a coroutine
-     * suspended in delay() while its child waits (it looks like one waiting for that child), and a
-     * wait inside withTimeout { } whose expiry would run other code (the wait looks final). Under RdmaJava the
+     * before the counters, so a message taken since shows as progress. A wait inside withTimeout { }
+     * or withTimeoutOrNull { } is not final (its expiry runs other code): no stall. Not seen: a
+     * coroutine suspended in delay() while its child waits (it looks like one waiting for that
+     * child). Under RdmaJava the
      * code runs on threads of its own and [Session.runJob] (connect's call) has ended: no coroutine is
      * seen, nothing is called a deadlock, and the timeout ends the wait as before.
      */
@@ -111,6 +112,7 @@ internal class PeerProgress(private val session: Session) {
             // waitsFor* before the counters below: a message taken since shows as progress.
             val receiving = d.waitsForMessage
             if (receiving || d.waitsForCredit) {
+                if (d.waitBounded) return null
                 blocked++
                 // A credit wait names the cause whichever QP it is on: prefer it to a receive().
                 if (what == null || (whatReceives && !receiving)) {

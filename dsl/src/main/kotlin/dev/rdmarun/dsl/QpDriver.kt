@@ -71,6 +71,9 @@ internal class QpDriver private constructor(private val session: Session, val en
     /** This QP's coroutine waits for a credit to send (read by the heartbeat thread). */
     val waitsForCredit: Boolean get() = wait.waitsForCredit
 
+    /** [QpWait.bounded]: the parked wait is inside a timeout of the script's, so it is not final. */
+    val waitBounded: Boolean get() = wait.bounded
+
     val messagesWaiting: Int get() = engine.messagesWaiting()
     val inboxFull: Boolean get() = engine.inboxFull()
 

@@ -6,6 +6,7 @@ import kotlin.coroutines.intrinsics.COROUTINE_SUSPENDED
 import kotlin.coroutines.intrinsics.intercepted
 import kotlin.coroutines.resumeWithException
 import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.ExperimentalCoroutinesApi
 import kotlinx.coroutines.Job
 import kotlinx.coroutines.ensureActive
 
@@ -56,6 +57,20 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
 
     /** This QP's coroutine waits for a credit: only the peer's receive() gives one (read by the heartbeat thread). */
     val waitsForCredit: Boolean get() = waitingFor === describeWait[CREDIT]
+
+    /**
+     * The parked wait sits inside a kotlinx timeout of the scenario's code (`withTimeout { }`,
+     * `withTimeoutOrNull { }`, at any depth below [Session.runJob]; one around the whole scenario
+     * ends it as a deadlock verdict would): its expiry ends the wait and runs other code, so the wait
+     * is not final. Read by the heartbeat thread after [waitingFor], whose volatile write at [park]
+     * follows the job's.
+     */
+    @OptIn(ExperimentalCoroutinesApi::class)
+    val bounded: Boolean
+        get() {
+            val root = session.runJob ?: return false
+            return generateSequence(waitJob) { it.parent }.takeWhile { it !== root }.any { it.javaClass.name == TIMEOUT_COROUTINE }
+        }
 
     fun park(c: Continuation<*>, kind: Int, target: Long): Any {
         if (waiter != null) {
@@ -139,6 +154,9 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
         const val CREDIT_IDLE = 6
         const val ARRIVALS = 7
         const val BUFFER = 8
+
+        /** The job kotlinx's withTimeout { } and withTimeoutOrNull { } run their block in. */
+        private const val TIMEOUT_COROUTINE = "kotlinx.coroutines.TimeoutCoroutine"
 
         /** How a heartbeat's `waiting` begins when a QP waits in receive(): the peer's checks read it so. */
         const val RECEIVING = "a message in receive()"

@@ -19,6 +19,7 @@ import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.withContext
+import kotlinx.coroutines.withTimeoutOrNull
 
 /**
  * Whole scenarios, both peers in this JVM, written as a new user would write them: any Kotlin
@@ -526,6 +527,23 @@ class DeviceScenarioSpec : FunSpec({
                             send(size = 8)
                         }
                     }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+        }
+
+        test("both sides in receive() inside their own withTimeoutOrNull are not taken for a deadlock: the timeout ends it ($device)") {
+            val (server, client) = pair {
+                timeout(60.seconds)
+                connect(peer)
+                qp(0) {
+                    // Longer than the heartbeats a deadlock takes (one a second here): both wait in
+                    // receive() all along, but each wait ends by the script's own timeout.
+                    val early = withTimeoutOrNull(5.seconds) { receive() }
+                    if (early != null) throw ScenarioException("a message arrived before anyone sent one")
+                    send(size = 8)
+                    receive()
                 }
             }
             server.getOrThrow()
