@@ -93,7 +93,8 @@ internal class PeerProgress(private val session: Session) {
      * What this side's only possible progress waits for, or null: every coroutine of the scenario
      * waits in receive() or for a credit to send (as many coroutines are alive as QPs wait so, so
      * one busy in its own code, or in withContext elsewhere, is seen), nothing posted (a credit
-     * update too) is still in flight and no message waits in the inbox of a QP that receives (a
+     * update too; unsignaled sends are made to report, [Session.requestCompletionOfAll]) is still
+     * in flight and no message waits in the inbox of a QP that receives (a
      * QP that waits for a credit may hold messages: it will not take them). The heartbeat thread
      * reads the dispatcher's state without locking; [waitingFor][QpDriver.waitsForMessage] is read
      * before the counters, so a message taken since shows as progress. A wait inside withTimeout { }
@@ -123,11 +124,21 @@ internal class PeerProgress(private val session: Session) {
             if (receiving && d.messagesWaiting != 0) return null
         }
         if (blocked == 0) return null
+        var unsignaled = false
         for (d in drivers) {
-            if (d.engine.completedThrough() < d.engine.posted() || d.engine.creditWriteInFlight()) return null
+            val e = d.engine
+            if (e.completedThrough() < e.lastSignaled() || e.creditWriteInFlight()) return null
+            if (e.completedThrough() < e.posted()) unsignaled = true
         }
         val job = session.runJob ?: return null
-        return if (liveCoroutines(job) == blocked) what else null
+        if (liveCoroutines(job) != blocked) return null
+        if (unsignaled) {
+            // Selective signaling left sends that report no completion, and nothing will post the
+            // signaled one behind them: have the engine post it, and look again at the next heartbeat.
+            session.requestCompletionOfAll()
+            return null
+        }
+        return what
     }
 
     /** Active coroutines of [job]'s tree that have no active child: those running or suspended in their own code. */

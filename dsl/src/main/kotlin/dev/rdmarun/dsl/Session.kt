@@ -218,6 +218,13 @@ internal class Session(
     }
 
     // ---- failures ----
+    /** Makes each QP's unsignaled sends report their completion, for the heartbeat's deadlock check. Any thread. */
+    fun requestCompletionOfAll() {
+        try {
+            polling.execute { drivers.forEach { it.engine.requestCompletionOf(it.engine.posted()) } }
+        } catch (_: RejectedExecutionException) { /* the dispatcher is gone: the run is over */ }
+    }
+
     /**
      * Records the first failure and ends the run: every parked coroutine is resumed with it (on
      * the dispatcher thread) and the scenario's coroutine is cancelled. Any thread.

@@ -487,6 +487,23 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("both sides blocked on credits with unsignaled sends still uncompleted end in a few heartbeats too ($device)") {
+            val (server, client) = pair {
+                recvDepth(4)
+                inboxDepth(4)
+                signalEvery(3) // of the sends before the credits run out, the last ones report no completion
+                timeout(60.seconds) // without the heartbeats' verdict the sentence would say "waited 1m"
+                connect(peer)
+                qp(0) { repeat(100) { send(size = 8) } }
+            }
+            val messages = listOfNotNull(server.exceptionOrNull()?.message, client.exceptionOrNull()?.message)
+            messages.size shouldBe 2
+            messages.forEach {
+                it shouldContain "waits for a credit to send on QP 0; the "
+                it shouldNotContain "waited 1m"
+            }
+        }
+
         test("a deadlock of credit waits on one QP and receive() on another is named by the credits, whichever QP is first ($device)") {
             val (server, client) = pair {
                 qps(2)

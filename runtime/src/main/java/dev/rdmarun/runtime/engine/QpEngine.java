@@ -249,6 +249,14 @@ public final class QpEngine {
         return window.completed();
     }
 
+    /**
+     * The last signaled work request posted: once it completed, every earlier one did; those after
+     * it (selective signaling) report no completion until a later signaled one does.
+     */
+    public long lastSignaled() {
+        return window.lastSignaled();
+    }
+
     /** Posted and not yet awaited, with those the ring forgot ({@link EngineConfig#rememberedWork}). */
     public int outstanding() {
         return window.outstanding();
