@@ -108,6 +108,7 @@ internal class PeerProgress(private val session: Session) {
         if (controlWait != null || peerFinishedAt != 0L || session.failure != null) return null
         var blocked = 0
         var what: String? = null
+        var whatDriver: QpDriver? = null
         var whatReceives = false
         for (d in drivers) {
             // waitsFor* before the counters below: a message taken since shows as progress.
@@ -118,6 +119,7 @@ internal class PeerProgress(private val session: Session) {
                 // A credit wait names the cause whichever QP it is on: prefer it to a receive().
                 if (what == null || (whatReceives && !receiving)) {
                     what = d.waitingFor
+                    whatDriver = d
                     whatReceives = receiving
                 }
             }
@@ -138,7 +140,7 @@ internal class PeerProgress(private val session: Session) {
             session.requestCompletionOfAll()
             return null
         }
-        return what
+        return whatDriver?.waitCallSite()?.let { "$what (at $it)" } ?: what
     }
 
     /** Active coroutines of [job]'s tree that have no active child: those running or suspended in their own code. */

@@ -71,6 +71,9 @@ internal class QpDriver private constructor(private val session: Session, val en
     /** This QP's coroutine waits for a credit to send (read by the heartbeat thread). */
     val waitsForCredit: Boolean get() = wait.waitsForCredit
 
+    /** [QpWait.callSite]: where the script called the parked wait, or null. */
+    fun waitCallSite(): String? = wait.callSite()
+
     /** [QpWait.bounded]: the parked wait is inside a timeout of the script's, so it is not final. */
     val waitBounded: Boolean get() = wait.bounded
 

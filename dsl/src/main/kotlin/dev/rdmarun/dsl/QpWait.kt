@@ -4,6 +4,7 @@ import dev.rdmarun.runtime.engine.QpEngine
 import kotlin.coroutines.Continuation
 import kotlin.coroutines.intrinsics.COROUTINE_SUSPENDED
 import kotlin.coroutines.intrinsics.intercepted
+import kotlin.coroutines.jvm.internal.CoroutineStackFrame
 import kotlin.coroutines.resumeWithException
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.ExperimentalCoroutinesApi
@@ -71,6 +72,25 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
             val root = session.runJob ?: return false
             return generateSequence(waitJob) { it.parent }.takeWhile { it !== root }.any { it.javaClass.name == TIMEOUT_COROUTINE }
         }
+
+    /**
+     * Where the script called the parked wait (`card.main.kts:14`), or null when unknown: the first
+     * frame of the waiting coroutine that is neither the DSL's nor kotlinx's. For sentences only:
+     * read by the heartbeat thread while the wait lasts (a stall), it walks objects it allocates
+     * nothing for but the result.
+     */
+    fun callSite(): String? {
+        var frame = waiter as? CoroutineStackFrame
+        while (frame != null) {
+            val name = frame.javaClass.name
+            if (frame.javaClass.protectionDomain != DSL_DOMAIN && !name.startsWith("kotlin.") && !name.startsWith("kotlinx.")) {
+                val e = frame.getStackTraceElement() ?: return null
+                return if (e.lineNumber > 0) "${e.fileName}:${e.lineNumber}" else e.fileName
+            }
+            frame = frame.callerFrame
+        }
+        return null
+    }
 
     fun park(c: Continuation<*>, kind: Int, target: Long): Any {
         if (waiter != null) {
@@ -154,6 +174,9 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
         const val CREDIT_IDLE = 6
         const val ARRIVALS = 7
         const val BUFFER = 8
+
+        /** The DSL's own classes: frames of these are not the script's. */
+        private val DSL_DOMAIN = QpWait::class.java.protectionDomain
 
         /** The job kotlinx's withTimeout { } and withTimeoutOrNull { } run their block in. */
         private const val TIMEOUT_COROUTINE = "kotlinx.coroutines.TimeoutCoroutine"
