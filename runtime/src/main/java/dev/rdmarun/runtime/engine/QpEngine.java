@@ -240,22 +240,13 @@ public final class QpEngine {
     // ---- completions of posted work ----
 
     /** The last sequence number posted. */
-    public long posted() {
-        return window.posted();
-    }
+    public long posted() { return window.posted(); }
 
     /** Every work request up to this sequence number has completed. */
-    public long completedThrough() {
-        return window.completed();
-    }
+    public long completedThrough() { return window.completed(); }
 
-    /**
-     * The last signaled work request posted: once it completed, every earlier one did; those after
-     * it (selective signaling) report no completion until a later signaled one does.
-     */
-    public long lastSignaled() {
-        return window.lastSignaled();
-    }
+    /** The last signaled work request posted: unsignaled ones after it report no completion until a later signaled one does. */
+    public long lastSignaled() { return window.lastSignaled(); }
 
     /** Posted and not yet awaited, with those the ring forgot ({@link EngineConfig#rememberedWork}). */
     public int outstanding() {
