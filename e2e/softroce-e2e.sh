@@ -85,9 +85,9 @@ echo "softroce-e2e: starting $vms Soft-RoCE VMs (timeout ${vm_timeout} s each; r
 rm -rf "$E2E_LOG_DIR" && mkdir -p "$E2E_LOG_DIR"
 pids=()
 for k in $(seq 1 "$vms"); do
-  E2E_LOG_DIR="$root/target/e2e/vm$k" E2E_PART="$k/$vms" \
+  E2E_LOG_DIR="$E2E_LOG_DIR/vm$k" E2E_PART="$k/$vms" \
     "$vm" -C -c "$vm_cpus" -t "$vm_timeout" "${env_args[@]}" -e E2E_PART -- bash "$snap/e2e/in-vm.sh" "$@" \
-    >"$root/target/e2e/vm$k.console" 2>&1 &
+    >"$E2E_LOG_DIR/vm$k.console" 2>&1 &
   pids+=($!)
 done
 rc=0
@@ -96,9 +96,9 @@ for k in $(seq 1 "$vms"); do
   vm_rc=0
   wait "${pids[$((k - 1))]}" || vm_rc=$?
   echo "softroce-e2e: ---- VM $k of $vms (console: target/e2e/vm$k.console), exit status $vm_rc"
-  cat "$root/target/e2e/vm$k.console"
-  verdict "$vm_rc" "$root/target/e2e/vm$k/summary.txt"
-  read -r p _ f _ <"$root/target/e2e/vm$k/summary.txt" 2>/dev/null && passed=$((passed + p)) && failed=$((failed + f))
+  cat "$E2E_LOG_DIR/vm$k.console"
+  verdict "$vm_rc" "$E2E_LOG_DIR/vm$k/summary.txt"
+  read -r p _ f _ <"$E2E_LOG_DIR/vm$k/summary.txt" 2>/dev/null && passed=$((passed + p)) && failed=$((failed + f))
   [ "$vm_rc" = 0 ] || rc=$vm_rc
 done
 echo "softroce-e2e: $vms VMs took $((SECONDS - start)) s, exit status $rc"

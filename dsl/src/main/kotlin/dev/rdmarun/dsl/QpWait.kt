@@ -75,9 +75,9 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
 
     /**
      * Where the script called the parked wait (`card.main.kts:14`), or null when unknown: the first
-     * frame of the waiting coroutine that is neither the DSL's nor kotlinx's. For sentences only:
-     * read by the heartbeat thread while the wait lasts (a stall), it walks objects it allocates
-     * nothing for but the result.
+     * frame of the waiting coroutine that is neither the DSL's nor Kotlin's or kotlinx's. For
+     * sentences only: read by the heartbeat thread while the wait lasts (a stall); it allocates
+     * nothing but the result.
      */
     fun callSite(): String? {
         var frame = waiter as? CoroutineStackFrame

@@ -217,7 +217,6 @@ internal class Session(
         fail(ScenarioException("an unsignaled work request on $where failed with ${status.name}", v, v.hint()))
     }
 
-    // ---- failures ----
     /** Makes each QP's unsignaled sends report their completion, for the heartbeat's deadlock check. Any thread. */
     fun requestCompletionOfAll() {
         try {
@@ -225,6 +224,7 @@ internal class Session(
         } catch (_: RejectedExecutionException) { /* the dispatcher is gone: the run is over */ }
     }
 
+    // ---- failures ----
     /**
      * Records the first failure and ends the run: every parked coroutine is resumed with it (on
      * the dispatcher thread) and the scenario's coroutine is cancelled. Any thread.
