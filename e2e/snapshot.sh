@@ -1,6 +1,18 @@
 # Sourced by the scripts that run the build in the Soft-RoCE VM (e2e/softroce-e2e.sh,
-# bench/perftest-compare.sh): a snapshot of what the VM runs, and its warmed script cache.
-# Expects root (the checkout) to be set.
+# bench/perftest-compare.sh): a snapshot of what the VM runs, and its warmed script cache; and by
+# e2e/soft-e2e.sh for a copy of the launcher. Expects root (the checkout) to be set.
+
+# launcher_copy DEST: the launcher (bin/) with the jars and the AOT cache the build left, as
+# bin/rdma-run finds them relative to itself.
+launcher_copy() {
+  local dest=$1
+  mkdir -p "$dest/scripts/target" && cp -a "$root/bin" "$dest/" || return 1
+  [ -f "$root/scripts/target/rdma-run.jar" ] || return 0
+  cp -a "$root/scripts/target/rdma-run.jar" "$dest/scripts/target/" || return 1
+  # The launcher's AOT cache: it accepts the copy (same jars, same relative paths, same JDK).
+  if [ -f "$root/scripts/target/rdma-run.aot" ]; then cp -a "$root/scripts/target/rdma-run.aot" "$dest/scripts/target/" || return 1; fi
+  if [ -d "$root/scripts/target/lib" ]; then cp -a "$root/scripts/target/lib" "$dest/scripts/target/" || return 1; fi
+}
 
 # snapshot_build SNAP: copies the launcher, its jars, the scripts (samples, bench scenarios),
 # the compiled samples and specs with their classpath, and these scripts into SNAP, a host temp
@@ -8,16 +20,11 @@
 # pull class files from under the running cases.
 snapshot_build() {
   local snap=$1 module d dep
-  mkdir -p "$snap/scripts/target" "$snap/samples/target" "$snap/samples/lib" "$snap/bench"
-  cp -a "$root/bin" "$root/e2e" "$snap/"
+  launcher_copy "$snap"
+  mkdir -p "$snap/samples/target" "$snap/samples/lib" "$snap/bench"
+  cp -a "$root/e2e" "$snap/"
   cp -a "$root"/samples/*.main.kts "$snap/samples/"
   cp -a "$root/bench/scenarios" "$root/bench/perftest-compare.sh" "$root/bench/incast.sh" "$snap/bench/"
-  if [ -f "$root/scripts/target/rdma-run.jar" ]; then
-    cp -a "$root/scripts/target/rdma-run.jar" "$snap/scripts/target/"
-    # The launcher's AOT cache: it accepts the copy (same jars, same relative paths, same JDK).
-    [ -f "$root/scripts/target/rdma-run.aot" ] && cp -a "$root/scripts/target/rdma-run.aot" "$snap/scripts/target/"
-    [ -d "$root/scripts/target/lib" ] && cp -a "$root/scripts/target/lib" "$snap/scripts/target/"
-  fi
   cp -a "$root/samples/target/classes" "$snap/samples/target/"
   for module in runtime dsl; do  # their compiled specs, run in the VM on rxe0
     mkdir -p "$snap/$module/target"

@@ -15,6 +15,8 @@ root="$(CDPATH= cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
 # shellcheck source=e2e/lib.sh
 . "$root/e2e/lib.sh"
+# shellcheck source=e2e/snapshot.sh
+. "$root/e2e/snapshot.sh"
 
 LOGS=${SOFT_E2E_LOG_DIR:-$root/target/soft-e2e}
 PROC_TIMEOUT=${E2E_PROC_TIMEOUT:-180}
@@ -177,8 +179,7 @@ case_script_figures() {
 case_script_cache_copy() {
   local copy="$case_dir/copy" kts="$root/samples/card.main.kts" jar ok=0
   [ -f "$root/scripts/target/rdma-run.aot" ] || { why="the build made no AOT cache (scripts/target/rdma-run.aot)"; return 1; }
-  mkdir -p "$copy/scripts/target" && cp -a "$root/bin" "$copy/" &&
-    cp -a "$root"/scripts/target/{rdma-run.jar,rdma-run.aot,lib} "$copy/scripts/target/" || return 1
+  launcher_copy "$copy" || return 1
   run first env RDMA_RUN_CACHE="$case_dir/cache" "$copy/bin/rdma-run" "$kts" --check
   expect_rc first 0 && expect_log first "compiling card.main.kts" || return 1
   jar=$(echo "$copy"/scripts/target/lib/rdma-dsl-*.jar)
