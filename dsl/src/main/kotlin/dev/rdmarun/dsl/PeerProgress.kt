@@ -1,5 +1,7 @@
 package dev.rdmarun.dsl
 
+import java.util.concurrent.RejectedExecutionException
+import java.util.concurrent.atomic.AtomicLong
 import kotlinx.coroutines.Job
 
 /**
@@ -98,11 +100,14 @@ internal class PeerProgress(private val session: Session) {
      * QP that waits for a credit may hold messages: it will not take them). The heartbeat thread
      * reads the dispatcher's state without locking; [waitingFor][QpDriver.waitsForMessage] is read
      * before the counters, so a message taken since shows as progress. A wait inside withTimeout { }
-     * or withTimeoutOrNull { } is not final (its expiry runs other code): no stall. Not seen: a
-     * coroutine suspended in delay() while its child waits (it looks like one waiting for that
-     * child). Under RdmaJava the
-     * code runs on threads of its own and [Session.runJob] (connect's call) has ended: no coroutine is
-     * seen, nothing is called a deadlock, and the timeout ends the wait as before.
+     * or withTimeoutOrNull { } is not final (its expiry runs other code): no stall; nor is a side
+     * with a coroutine in delay() ([VerbsDispatcher.delaysPending]: a parent in delay() while its
+     * child waits has an active child, so the job tree alone shows it as waiting for that child),
+     * nor one whose dispatcher thread did not run the probe the last heartbeat gave it (a coroutine
+     * blocks that thread in its own code: Thread.sleep, a busy loop). Not seen: a parent suspended
+     * on something else that another thread ends (a channel, a Deferred) while its child waits.
+     * Under RdmaJava the code runs on threads of its own and [Session.runJob] (connect's call) has
+     * ended: no coroutine is seen, nothing is called a deadlock, and the timeout ends the wait as before.
      */
     private fun stalledOn(): String? {
         if (controlWait != null || peerFinishedAt != 0L || session.failure != null) return null
@@ -134,6 +139,8 @@ internal class PeerProgress(private val session: Session) {
         }
         val job = session.runJob ?: return null
         if (liveCoroutines(job) != blocked) return null
+        val dispatcher = this.dispatcher ?: return null
+        if (dispatcher.delaysPending != 0 || !probeAnswered(dispatcher)) return null
         if (unsignaled) {
             // Selective signaling left sends that report no completion, and nothing will post the
             // signaled one behind them: have the engine post it, and look again at the next heartbeat.
@@ -141,6 +148,30 @@ internal class PeerProgress(private val session: Session) {
             return null
         }
         return whatDriver?.waitCallSite()?.let { "$what (at $it)" } ?: what
+    }
+
+    /** The scenario's dispatcher, set with [Session.runJob]. */
+    @Volatile
+    var dispatcher: VerbsDispatcher? = null
+
+    /** The last probe the heartbeat thread gave the dispatcher thread, and the last that thread ran. */
+    private var probeSent = 0L
+    private val probeRan = AtomicLong()
+
+    /**
+     * Whether the dispatcher thread ran the probe given at the last check (the first check has
+     * none to wait for); gives it the next one. Heartbeat thread.
+     */
+    private fun probeAnswered(dispatcher: VerbsDispatcher): Boolean {
+        if (probeRan.get() != probeSent) return false
+        val next = probeSent + 1
+        try {
+            dispatcher.polling.execute { probeRan.set(next) }
+        } catch (_: RejectedExecutionException) {
+            return false // the scenario is ending
+        }
+        probeSent = next
+        return true
     }
 
     /** Active coroutines of [job]'s tree that have no active child: those running or suspended in their own code. */

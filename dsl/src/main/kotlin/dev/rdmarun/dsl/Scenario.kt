@@ -2,6 +2,7 @@ package dev.rdmarun.dsl
 
 import dev.rdmarun.runtime.IdleMode
 import dev.rdmarun.runtime.PollingDispatcher
+import kotlin.coroutines.ContinuationInterceptor
 import kotlin.time.Duration
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CoroutineStart
@@ -198,6 +199,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         val s = Session(plan, polling, options.monitor, options.token, options.softTransport, pairing)
         session = s
         s.runJob = currentCoroutineContext().job
+        s.progress.dispatcher = currentCoroutineContext()[ContinuationInterceptor] as? VerbsDispatcher
         s.connect()
     }
 

@@ -35,6 +35,10 @@ internal class PingpongPreflight(
             limits.peerTimeoutMs * 1_000_000L / 2,
             limits.overallDeadline?.let { (it - started) / 2 },
         ).min()
+        if (bound <= 0) {
+            say("pre-flight warm-up skipped: ${limits.overallName} leaves no time for it; the measured exchanges start cold")
+            return
+        }
         val end = started + bound
         // The objects' own Ctrl-C flag, raised on Ctrl-C and when the other thread failed (so this one stops waiting).
         Interruption().use { stop ->

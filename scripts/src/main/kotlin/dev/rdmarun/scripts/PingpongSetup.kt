@@ -137,7 +137,9 @@ internal class PingpongSetup(
                         throw limits.peerTimeout("waiting for a completion after $scnt of $total sends and $rcnt of $total receives", stalledHint(scnt + rcnt))
                     }
                     if (now - deadline >= 0) {
-                        throw limits.overallTimeout("ping-ponging ($scnt of $total sends and $rcnt of $total receives completed)", stalledHint(scnt + rcnt))
+                        // A silence of a second or more: the peer may have stopped; a shorter one is the exchange's own pace.
+                        val silent = now - lastCompletion >= 1_000_000_000L
+                        throw overallTimeout(limits, scnt, rcnt, total, if (silent) stalledHint(scnt + rcnt) else RUN_TOO_LONG_HINT)
                     }
                     if (++idleChecks and yieldMask != 0) Thread.yield()
                 }
@@ -145,6 +147,8 @@ internal class PingpongSetup(
             }
             idlePolls = 0
             lastCompletion = System.nanoTime()
+            // Also while completions keep coming: --timeout bounds the whole run, not only its silences.
+            if (lastCompletion - deadline >= 0) throw overallTimeout(limits, scnt, rcnt, total, RUN_TOO_LONG_HINT)
             for (i in 0 until n) {
                 if (!wc.isSuccess(i)) throw exchangeFailed(wc.status(i), wc.failure(i), scnt + rcnt)
                 val wrId = wc.wrId(i)
@@ -186,6 +190,9 @@ internal class PingpongSetup(
      * soft0 is most likely another fabric key (packets under it are dropped, unanswered); some, a
      * peer that ended or was stopped (ibv_rc_pingpong's exchange leaves no connection to see it by).
      */
+    private fun overallTimeout(limits: Limits, scnt: Int, rcnt: Int, total: Int, hint: String) =
+        limits.overallTimeout("ping-ponging ($scnt of $total sends and $rcnt of $total receives completed)", hint)
+
     private fun stalledHint(completions: Int) = when {
         completions > 0 -> STOPPED_HINT
         ctx.isSoftware() -> TOKEN_HINT
@@ -198,6 +205,8 @@ internal class PingpongSetup(
          * flags before the ping-pong: a larger -s fails its work requests, a smaller -n ends first.
          */
         const val FLAGS_HINT = "a peer run with another -s, -n or --warmup ends the ping-pong this way: give both sides the same -s, -n and --warmup"
+
+        const val RUN_TOO_LONG_HINT = "the exchange was still running: raise --timeout or lower -n"
 
         const val STOPPED_HINT = "the peer stopped answering in the middle of the ping-pong: it ended (another -n or --warmup gives it " +
             "fewer exchanges), or it was interrupted or failed; give both sides the same -s, -n and --warmup"

@@ -73,6 +73,26 @@ class PingpongCommandSpec : FunSpec({
         }
     }
 
+    test("--timeout bounds the whole run while completions keep coming, and says the exchange was still running") {
+        // 10^8 exchanges take hours: only the server's 2 s can end this run.
+        val (server, client) = mismatched(listOf("-n", "100000000", "--timeout", "2s"), listOf("-n", "100000000"))
+        withClue("server: ${server.stderr}\nclient: ${client.stderr}") {
+            server.statusCode shouldBe 1
+            server.stderr shouldContain "--timeout (2.0 s) reached while ping-ponging ("
+            server.stderr shouldContain PingpongSetup.RUN_TOO_LONG_HINT
+            client.statusCode shouldBe 1 // its peer stopped
+        }
+    }
+
+    test("a --timeout too short for a pre-flight skips it in one sentence, and the run ends at the timeout") {
+        val r = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-p", freePort().toString(), "--timeout", "1ms"))
+        withClue(r.stderr) {
+            r.statusCode shouldBe 1
+            r.stderr shouldContain "pre-flight warm-up skipped: --timeout (0.001 s) leaves no time for it; the measured exchanges start cold"
+            r.stderr shouldContain "--timeout (0.001 s) reached while waiting for a client"
+        }
+    }
+
     test("-s takes a size as a scenario's -s does (1K is 1024 bytes), and refuses a word that is none in one sentence") {
         val (server, client) = mismatched(listOf("-s", "1K", "-n", "100"), listOf("-s", "1024", "-n", "100"))
         withClue("server: ${server.stderr}\nclient: ${client.stderr}") {
