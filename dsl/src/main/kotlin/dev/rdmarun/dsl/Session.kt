@@ -17,6 +17,7 @@ import java.util.concurrent.atomic.AtomicReference
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
+import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.currentCoroutineContext
@@ -343,10 +344,10 @@ internal class Session(
         return sent
     }
 
-    /** Tells the peer why this side failed (it may not know yet); what [script]'s own code threw, with its line. */
+    /** Tells the peer why this side failed (it may not know yet); what [script]'s own code threw (its own withTimeout too), with its line. */
     fun tellPeer(cause: Throwable, script: ScriptSource?) {
-        val told = if (cause is CancellationException) "the ${role.label} was cancelled" else describeFailure(cause, script).lineSequence().first()
-        control?.trySend(Failure(told))
+        val cancelled = cause is CancellationException && cause !is TimeoutCancellationException
+        control?.trySend(Failure(if (cancelled) "the ${role.label} was cancelled" else describeFailure(cause, script).lineSequence().first()))
     }
 
     fun parameter(name: String): String? = plan.parameters[name]

@@ -4,6 +4,7 @@ import dev.rdmarun.runtime.DeviceAttributes
 import dev.rdmarun.runtime.PortAttributes
 import dev.rdmarun.runtime.VerbsException
 import dev.rdmarun.runtime.engine.EngineException
+import kotlinx.coroutines.TimeoutCancellationException
 
 /**
  * A scenario that cannot run as written, or a peer that does not match: one sentence saying what
@@ -35,6 +36,8 @@ public fun describeFailure(t: Throwable): String = when (t) {
     is RdmaTimeoutException -> t.message.orEmpty()
     is VerbsException -> t.describe()
     is EngineException -> if (t.hint() == null) t.message.orEmpty() else "${t.message}\n  hint: ${t.hint()}"
+    // Only the script's own withTimeout { } throws it out of a scenario (kotlinx's message names no place).
+    is TimeoutCancellationException -> "the script's own withTimeout { } ran out: TimeoutCancellationException: ${t.message}"
     else -> t.message ?: t.toString()
 }
 

@@ -10,6 +10,7 @@ import io.kotest.matchers.longs.shouldBeLessThanOrEqual
 import io.kotest.matchers.shouldBe
 import io.kotest.matchers.string.shouldContain
 import io.kotest.matchers.string.shouldNotContain
+import io.kotest.matchers.string.shouldStartWith
 import io.kotest.matchers.types.shouldBeInstanceOf
 import java.lang.foreign.ValueLayout
 import java.net.ServerSocket
@@ -18,7 +19,11 @@ import kotlin.time.Duration.Companion.seconds
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
 import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
+import kotlinx.coroutines.TimeoutCancellationException
+import kotlinx.coroutines.withTimeout
 import kotlinx.coroutines.withTimeoutOrNull
 
 /**
@@ -550,6 +555,42 @@ class DeviceScenarioSpec : FunSpec({
             }
             server.getOrThrow()
             client.getOrThrow()
+        }
+
+        test("a side whose coroutine is in delay(), then blocks its thread, while its child waits in receive() is not taken for a deadlock ($device)") {
+            val (server, client) = pair {
+                timeout(60.seconds)
+                connect(peer)
+                qp(0) {
+                    if (isServer) {
+                        receive()
+                        send(size = 8)
+                    } else {
+                        coroutineScope {
+                            launch { receive() } // waits all along, as the server does
+                            // Each longer than the heartbeats a deadlock takes (one a second here):
+                            // the parent has an active child, so the job tree shows it waiting for that child.
+                            delay(4.seconds)
+                            Thread.sleep(4_000) // on the dispatcher thread, which then runs nothing else
+                            send(size = 8)
+                        }
+                    }
+                }
+            }
+            server.getOrThrow()
+            client.getOrThrow()
+        }
+
+        test("the script's own withTimeout that runs out fails its side as the script's failure, and the peer hears it so ($device)") {
+            val (server, client) = pair {
+                timeout(60.seconds)
+                connect(peer)
+                qp(0) { if (isServer) withTimeout(2.seconds) { receive() } else receive() }
+            }
+            server.exceptionOrNull().shouldBeInstanceOf<TimeoutCancellationException>()
+            describeFailure(server.exceptionOrNull()!!) shouldStartWith "the script's own withTimeout { } ran out: TimeoutCancellationException: "
+            describeFailure(server.exceptionOrNull()!!) shouldContain "timed out waiting for 2000 ms"
+            client.exceptionOrNull()!!.message shouldContain "the server failed: the script's own withTimeout { } ran out"
         }
 
         test("both sides in receive() inside their own withTimeoutOrNull are not taken for a deadlock: the timeout ends it ($device)") {
