@@ -129,7 +129,8 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         help = "Write the latency the results lead with (the first measure section, one way for measureRoundTrip, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
         .file(canBeDir = false)
     private val timeout by option("--timeout", metavar = "DURATION",
-        help = "Bound on control-path waits: connecting, the handshake, a silent peer (e.g. 30s, 2m, 500ms; default: the scenario's, else 30s)")
+        help = "Bound on every wait: connecting, the handshake, and once connected any wait while the peer makes no progress " +
+            "(e.g. 30s, 2m, 500ms, at most 7d; default: the scenario's, else 30s)")
         .convert { text -> usage { parseTimeout(text) } }
     private val token by option("--token", metavar = "TEXT", envvar = TOKEN_ENV,
         help = "Shared secret of the control connection: each side proves it knows it before the other sends its QPs, " +
