@@ -201,7 +201,9 @@ internal class ControlConnection private constructor(
                         }
                         is Failure -> {
                             peerFailed = true
-                            throw PeerException("the ${peerRole.label} failed: ${printable(frame.message)}").also { it.peerSaid = printable(frame.message) }
+                            // The peer's deadlock verdict is about both sides, not a failure of the peer's own.
+                            val how = if (PeerProgress.isStallVerdict(frame.message)) "found both sides stalled" else "failed"
+                            throw PeerException("the ${peerRole.label} $how: ${printable(frame.message)}").also { it.peerSaid = printable(frame.message) }
                         }
                         else -> {
                             onFrame(frame)

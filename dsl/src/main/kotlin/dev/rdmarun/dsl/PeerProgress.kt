@@ -88,7 +88,7 @@ internal class PeerProgress(private val session: Session) {
         val theirs = lastHeartbeat?.waiting?.let { printable(it) } ?: return
         val cause = if (mine.startsWith(QpWait.RECEIVING) && theirs.startsWith(QpWait.RECEIVING)) BOTH_RECEIVE else BOTH_BLOCKED
         session.fail(ScenarioException("the ${role.label} waits for $mine; $peerLabel waits too, for $theirs: $cause " +
-            "(neither side made progress for $STALLED_HEARTBEATS heartbeats)"))
+            STALL_END))
     }
 
     /**
@@ -245,11 +245,16 @@ internal class PeerProgress(private val session: Session) {
     fun peerFinishedWithoutSending(qp: Int): ScenarioException =
         ScenarioException("$peerLabel finished without sending the message that the ${role.label} waits for in receive() on QP $qp")
 
-    private companion object {
+    internal companion object {
         /** Heartbeats of each side that must show it stalled (in receive() or on a credit) before it is called a deadlock. */
         const val STALLED_HEARTBEATS = 3
 
         const val BOTH_RECEIVE = "both sides wait to receive, one of them has to send first"
+
+        private const val STALL_END = "(neither side made progress for $STALLED_HEARTBEATS heartbeats)"
+
+        /** Whether [message] (a peer's failure report) is a side's deadlock verdict. */
+        fun isStallVerdict(message: String) = message.endsWith(STALL_END)
 
         /** A send's credit comes from the peer's receive(): with both sides blocked, none will come. */
         const val BOTH_BLOCKED = "a credit to send comes only when the peer's receive() takes a message from its full inbox, " +
