@@ -185,14 +185,15 @@ internal class PingpongSetup(
         "${RdmaCommand.oneLine(e)}; this side sends and receives $size bytes: " +
             if (status == WcStatus.RETRY_EXC_ERR && completions > 0) STOPPED_HINT else FLAGS_HINT, cause = e)
 
+    /** --timeout's failure in the middle of the ping-pong, with what completed and [hint]. */
+    private fun overallTimeout(limits: Limits, scnt: Int, rcnt: Int, total: Int, hint: String) =
+        limits.overallTimeout("ping-ponging ($scnt of $total sends and $rcnt of $total receives completed)", hint)
+
     /**
      * Why the ping-pong stopped with no completion for a while, after [completions]: none at all on
      * soft0 is most likely another fabric key (packets under it are dropped, unanswered); some, a
      * peer that ended or was stopped (ibv_rc_pingpong's exchange leaves no connection to see it by).
      */
-    private fun overallTimeout(limits: Limits, scnt: Int, rcnt: Int, total: Int, hint: String) =
-        limits.overallTimeout("ping-ponging ($scnt of $total sends and $rcnt of $total receives completed)", hint)
-
     private fun stalledHint(completions: Int) = when {
         completions > 0 -> STOPPED_HINT
         ctx.isSoftware() -> TOKEN_HINT
