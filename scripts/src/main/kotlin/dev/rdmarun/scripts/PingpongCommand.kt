@@ -69,10 +69,10 @@ class PingpongCommand : RdmaCommand("pingpong") {
     private val peerTimeout by option("--peer-timeout", metavar = "DURATION",
         help = "Give up when the peer does not connect, answer, or complete a message for this long " +
             "(whole seconds, or a duration like 30s, 2m, 500ms; default 60s)")
-        .convert { text -> usage { ScenarioCommand.parseTimeout(text, bareSeconds = true) } }.default(60.seconds)
+        .convert { text -> usage { ScenarioCommand.parseTimeout(text) } }.default(60.seconds)
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Give up when the whole run takes longer (whole seconds, or a duration like 30s, 2m, 500ms; default: no limit)")
-        .convert { text -> usage { ScenarioCommand.parseTimeout(text, bareSeconds = true) } }
+        .convert { text -> usage { ScenarioCommand.parseTimeout(text) } }
     private val host by argument("HOST", help = "Server to connect to; without it, wait for a client").optional()
 
     override fun help(context: Context) =

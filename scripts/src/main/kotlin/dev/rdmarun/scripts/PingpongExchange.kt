@@ -8,6 +8,7 @@ import java.net.ServerSocket
 import java.net.Socket
 import java.net.SocketTimeoutException
 import java.net.UnknownHostException
+import kotlin.time.Duration.Companion.milliseconds
 
 /**
  * Time limits of a ping-pong. [peerTimeoutMs] bounds every wait on the peer: for its TCP
@@ -22,8 +23,8 @@ class Limits(val peerTimeoutMs: Long, val overallMs: Long?, val startedAt: Long 
     /** The same run's limits with another peer timeout. */
     fun withPeerTimeout(ms: Long) = Limits(ms, overallMs, startedAt)
 
-    /** `--timeout (30.0 s)`: the option and its value, as the failures name it. */
-    val overallName: String get() = "--timeout (${(overallMs ?: 0) / 1000.0} s)"
+    /** `--timeout (30s)`: the option and its value, in the units it was given in, as the failures name it. */
+    val overallName: String get() = "--timeout (${(overallMs ?: 0).milliseconds})"
 
     /** The last wait was cut to what was left of the overall deadline: its timeout is --timeout's. */
     private var lastWaitOverall = false
@@ -43,7 +44,7 @@ class Limits(val peerTimeoutMs: Long, val overallMs: Long?, val startedAt: Long 
 
     /** [hint]: what the wait's likely cause is, after the sentence. */
     fun peerTimeout(what: String, hint: String? = null) =
-        CommandFailure("the peer did not respond for ${peerTimeoutMs / 1000.0} s while $what (--peer-timeout)" + (hint?.let { "; hint: $it" } ?: ""))
+        CommandFailure("the peer did not respond for ${peerTimeoutMs.milliseconds} while $what (--peer-timeout)" + (hint?.let { "; hint: $it" } ?: ""))
 
     /** Whether --timeout's deadline has passed. */
     fun overallPassed(): Boolean = overallDeadline != null && System.nanoTime() - overallDeadline >= 0
@@ -167,7 +168,7 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
             }
             val overall = limits.overallPassed()
             if (overall || System.nanoTime() - giveUp >= 0) {
-                val until = if (overall) "until ${limits.overallName}" else "for ${limits.peerTimeoutMs / 1000.0} s"
+                val until = if (overall) "until ${limits.overallName}" else "for ${limits.peerTimeoutMs.milliseconds}"
                 throw CommandFailure("cannot connect to $host port $tcpPort: ${refused?.message} $until" +
                     " (is the server side running? start `rdma-run pingpong` or `ibv_rc_pingpong` without HOST there)", cause = refused)
             }

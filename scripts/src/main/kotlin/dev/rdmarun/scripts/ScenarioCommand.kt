@@ -49,6 +49,7 @@ import java.net.ServerSocket
 import java.util.Locale
 import kotlin.script.experimental.api.CompiledScript
 import kotlin.time.Duration
+import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
 
 /**
@@ -130,7 +131,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         .file(canBeDir = false)
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Bound on every wait: connecting, the handshake, and once connected any wait while the peer makes no progress " +
-            "(e.g. 30s, 2m, 500ms, at most 7d; default: the scenario's, else 30s)")
+            "(whole seconds, or a duration like 30s, 2m, 500ms; 1ms to 7d; default: the scenario's, else 30s)")
         .convert { text -> usage { parseTimeout(text) } }
     private val token by option("--token", metavar = "TEXT", envvar = TOKEN_ENV,
         help = "Shared secret of the control connection: each side proves it knows it before the other sends its QPs, " +
@@ -572,14 +573,16 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
 
         /**
-         * A positive kotlin Duration of at most [MAX_DURATION]: `30s`, `2m`, `500ms`, `1m 30s`; with
-         * [bareSeconds] also a whole number of seconds (`60`), as pingpong's users type them.
+         * A kotlin Duration from 1 ms (the resolution every deadline keeps) to [MAX_DURATION]:
+         * `30s`, `2m`, `500ms`, `1m 30s`, or a whole number of seconds (`60`), as pingpong's and
+         * perftest's users type them; one parser for every command's timeouts.
          */
-        fun parseTimeout(text: String, bareSeconds: Boolean = false): Duration {
+        fun parseTimeout(text: String): Duration {
             val t = text.trim()
-            val d = (if (bareSeconds) t.toLongOrNull()?.seconds else null) ?: Duration.parseOrNull(t)
-                ?: throw IllegalArgumentException("'$text' is not ${if (bareSeconds) "a whole number of seconds or " else ""}a duration like 30s, 2m or 500ms")
+            val d = t.toLongOrNull()?.seconds ?: Duration.parseOrNull(t)
+                ?: throw IllegalArgumentException("'$text' is not a whole number of seconds or a duration like 30s, 2m or 500ms")
             require(d.isPositive()) { "the timeout must be positive, not $text" }
+            require(d >= 1.milliseconds) { "the timeout must be at least 1ms, not $text" }
             require(d <= MAX_DURATION) { "the timeout must be at most $MAX_DURATION, not $text" }
             return d
         }

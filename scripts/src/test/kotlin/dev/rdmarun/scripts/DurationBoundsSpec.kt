@@ -31,7 +31,7 @@ class DurationBoundsSpec : FunSpec({
         }
     """.trimIndent())
 
-    test("the launcher's --timeout, -D and --interval, and pingpong's --timeout and --peer-timeout, beyond 7 days") {
+    test("the launcher's --timeout, -D and --interval, and pingpong's --timeout and --peer-timeout, beyond 7 days or below 1ms") {
         val refusals = mapOf(
             listOf(plain.path, "--check", "--timeout", "1000000d") to "invalid value for --timeout: the timeout must be at most 7d, not 1000000d",
             listOf(plain.path, "--check", "--timeout", "7d 1s") to "invalid value for --timeout: the timeout must be at most 7d, not 7d 1s",
@@ -43,6 +43,13 @@ class DurationBoundsSpec : FunSpec({
             listOf("pingpong", "-d", "nodev", "--peer-timeout", "0") to "invalid value for --peer-timeout: the timeout must be positive, not 0",
             listOf("pingpong", "-d", "nodev", "--timeout", "soon") to
                 "invalid value for --timeout: 'soon' is not a whole number of seconds or a duration like 30s, 2m or 500ms",
+            listOf(plain.path, "--check", "--timeout", "soon") to
+                "invalid value for --timeout: 'soon' is not a whole number of seconds or a duration like 30s, 2m or 500ms",
+            // Every deadline counts whole milliseconds: less would be a limit of 0 named as if it were given.
+            listOf(plain.path, "--check", "--timeout", "100ns") to "invalid value for --timeout: the timeout must be at least 1ms, not 100ns",
+            listOf("pingpong", "-d", "nodev", "--timeout", "100us") to "invalid value for --timeout: the timeout must be at least 1ms, not 100us",
+            listOf("pingpong", "-d", "nodev", "--peer-timeout", "0.5ms") to
+                "invalid value for --peer-timeout: the timeout must be at least 1ms, not 0.5ms",
         )
         for ((args, sentence) in refusals) {
             val result = run(*args.toTypedArray())
@@ -54,6 +61,11 @@ class DurationBoundsSpec : FunSpec({
         run(plain.path, "--check", "--timeout", "7d").let {
             withClue(it.output) { it.statusCode shouldBe 0 }
             it.stdout shouldContain "timeout 7d"
+        }
+        // Whole seconds, as pingpong takes them: one way to write a timeout for every command.
+        run(plain.path, "--check", "--timeout", "45").let {
+            withClue(it.output) { it.statusCode shouldBe 0 }
+            it.stdout shouldContain "timeout 45s"
         }
     }
 

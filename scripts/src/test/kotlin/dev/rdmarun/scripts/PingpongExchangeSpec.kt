@@ -149,14 +149,14 @@ class PingpongExchangeSpec : FunSpec({
     test("no server and a --timeout shorter than the peer timeout: the client says the connection was refused") {
         val port = freePort()
         val e = shouldThrow<CommandFailure> { exchange(overall = 300).asClient("127.0.0.1", port, clientDest) }
-        e.message shouldContain "cannot connect to 127.0.0.1 port $port: Connection refused until --timeout (0.3 s) (is the server side running?"
+        e.message shouldContain "cannot connect to 127.0.0.1 port $port: Connection refused until --timeout (300ms) (is the server side running?"
     }
 
     test("no client: --timeout ends the wait") {
         val e = shouldThrow<CommandFailure> {
             exchange(overall = 300).asServer(freePort(), serverDest) {}
         }
-        e.message shouldContain "--timeout (0.3 s) reached while"
+        e.message shouldContain "--timeout (300ms) reached while"
     }
 
     test("an unknown host is one clear error") {
