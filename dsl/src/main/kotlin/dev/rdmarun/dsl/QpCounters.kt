@@ -102,14 +102,19 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
 
     companion object {
         /**
-         * The side's results at [endNanos]: each QP's rates over its own measured time (from its
-         * last warm-up's end, else from [startNanos]), the totals over the earliest of those, the
-         * one time that holds every byte they count.
+         * The side's results, [endNanos] being when both sides finished. Each QP's rates are over
+         * its own measured time: from its last warm-up's end (else [startNanos]) to its last
+         * completion or arrival, as perftest's run from the first post to the last completion, so
+         * whatever the script did after its traffic (a barrier, a check, the peer's own work) is
+         * not in them; a QP that moved nothing measured keeps [endNanos]. The totals are over the
+         * earliest start to the latest end of those: the one time that holds every byte counted.
          */
         fun result(role: Role, device: String, startNanos: Long, endNanos: Long, perQp: List<QpCounters>): ScenarioResult {
-            val from = perQp.map { c -> c.stats?.let { measuredSince(startNanos, it.measured()) } ?: startNanos }
-            val durationNanos = endNanos - earliest(startNanos, from)
-            val seconds = durationNanos / 1e9
+            val measured = perQp.map { it.stats?.measured() }
+            val from = measured.map { m -> m?.let { measuredSince(startNanos, it) } ?: startNanos }
+            val to = measured.mapIndexed { i, m -> m?.let { measuredUntil(from[i], endNanos, it) } ?: endNanos }
+            val moved = measured.indices.filter { measured[it]?.let(::movedAny) == true }
+            val durationNanos = (if (moved.isEmpty()) endNanos else latest(moved.map { to[it] })) - earliest(startNanos, from)
             val total = Totals()
             // One kind per name across QPs (SectionKinds): the first QP's says it for all.
             val sections = HashMap<String, Section>()
@@ -122,14 +127,14 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
                     sum.histogram.add(s.histogram)
                     sum.bytes += s.bytes
                 }
-                t.toResult(i, (endNanos - from[i]) / 1e9)
+                t.toResult(i, (to[i] - from[i]) / 1e9)
             }
             return ScenarioResult(
                 role = role,
                 device = device,
                 durationNanos = durationNanos,
                 qps = each,
-                total = total.toResult(null, seconds),
+                total = total.toResult(null, durationNanos / 1e9),
                 sections = sections.mapNotNull { (k, s) ->
                     LatencySummary.of(s.histogram)?.let { k to it.copy(roundTrip = s.roundTrip, bytesPerSample = s.bytes / it.count) }
                 }.toMap(),
@@ -167,3 +172,18 @@ internal fun measuredSince(start: Long, m: QpStats.Measured): Long = if (m.phase
 
 /** The earliest of [times] (System.nanoTime() values, compared by difference), [start] for none. */
 internal fun earliest(start: Long, times: List<Long>): Long = times.reduceOrNull { a, b -> if (b - a < 0) b else a } ?: start
+
+/** The latest of [times] (System.nanoTime() values, compared by difference; at least one). */
+internal fun latest(times: List<Long>): Long = times.reduce { a, b -> if (b - a > 0) b else a }
+
+/**
+ * When a QP's measured phase, begun at [from], ended: its last completion or arrival, or [end]
+ * (both sides finished) when it had none after [from] (it moved nothing, or only took messages
+ * that arrived in its warm-up).
+ */
+internal fun measuredUntil(from: Long, end: Long, m: QpStats.Measured): Long {
+    val last = m.lastActivityNanos
+    return if (movedAny(m) && last - from > 0 && end - last >= 0) last else end
+}
+
+private fun movedAny(m: QpStats.Measured) = m.operations > 0 || m.messagesReceived > 0

@@ -83,9 +83,11 @@ public data class ConnectionInfo(
  * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` gives it as JSON
  * (the launcher's `--json` writes it inside a results document, schema 2).
  * [durationNanos] runs from the end of connect(peer), or from the end of a warm-up when every
- * QP had one (the earliest: the one time that holds every byte counted), until both sides
- * finished (their work completed), so both peers divide by comparable times; each QP's own rates
- * ([qps]) are over its own measured time, from its last warm-up's end.
+ * QP had one (the earliest: the one time that holds every byte counted), to this side's last
+ * completion or arrival, as perftest's time runs to its last completion: what the script, or the
+ * peer, does after its traffic is not in it (a side that moved nothing keeps the time until both
+ * sides finished). Each QP's own rates ([qps]) are over its own measured time, from its last
+ * warm-up's end to its own last completion or arrival.
  */
 @Serializable
 public data class ScenarioResult(

@@ -415,9 +415,41 @@ class DeviceScenarioSpec : FunSpec({
             // The side's time holds every byte it counts, QP 1's 1000 sends before QP 0's reset
             // included (before, it began at that reset: QP 1's rate came out many times too high).
             c.durationNanos shouldBeGreaterThan qp0Reset - qp1Start
-            // Each QP over its own time: QP 0's 640 bytes over its last 10 sends only.
+            // Each QP over its own time: QP 0's 640 bytes over its last 10 sends only, QP 1's up to
+            // its own last completion, before QP 0's 60 sends.
             (q0.sentGbps * c.durationNanos / 1e9 > q0.bytesSent * 8 / 1e9) shouldBe true
-            (q1.sentGbps * c.durationNanos / 1e9 * 1e9 / 8).roundToLong() shouldBe q1.bytesSent
+            (q1.sentGbps * c.durationNanos / 1e9 > q1.bytesSent * 8 / 1e9) shouldBe true
+        }
+
+        test("a side's time ends at its last completion, not at what either script does after its traffic ($device)") {
+            var measuredFrom = 0L
+            var lastCompleted = 0L
+            val (server, client) = pair {
+                bufferSize(4096)
+                if (isServer) remoteAccess(RemoteAccess.WRITE)
+                connect(peer)
+                if (isClient) {
+                    qp(0) {
+                        measuredFrom = System.nanoTime()
+                        measureFromHere()
+                        repeat(200) {
+                            write(4096)
+                            if (outstanding >= 8) awaitCompletion()
+                        }
+                        awaitAll()
+                        lastCompleted = System.nanoTime()
+                    }
+                }
+                barrier()
+                // The peer's own work after the traffic: it used to be in the client's time, and
+                // divided its bandwidth by up to 15 in a short run.
+                if (isServer) Thread.sleep(300)
+            }
+            server.getOrThrow()
+            val c = client.getOrThrow()
+            c.total.bytesSent shouldBe 200L * 4096
+            c.durationNanos shouldBeLessThanOrEqual lastCompleted - measuredFrom
+            (c.total.sentGbps * c.durationNanos / 1e9 * 1e9 / 8).roundToLong() shouldBe c.total.bytesSent
         }
 
         test("the work requests' latency row has the size of this side's work requests, not the peer's messages ($device)") {

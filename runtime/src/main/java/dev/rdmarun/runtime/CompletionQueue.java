@@ -45,6 +45,7 @@ public abstract non-sealed class CompletionQueue extends VerbsResource {
             throw VerbsException.of("ibv_poll_cq", -n, "the CQ overflowed: make it larger than all outstanding work requests of the QPs that share it");
         }
         completions.count = n;
+        if (n > 0) completions.polledNanos = System.nanoTime(); // one clock read per batch, none per completion
         completions.software = context.isSoftware();
         return n;
     }

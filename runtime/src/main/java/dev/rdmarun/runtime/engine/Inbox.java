@@ -105,6 +105,7 @@ final class Inbox {
                 return;
             }
             int length = completions.byteLength(i);
+            stats.lastActivityNanos = completions.polledNanos();
             stats.messagesReceived++;
             stats.bytesReceived += length;
             if (sink) {

@@ -39,6 +39,11 @@ public final class QpStats {
     final Histogram warmupLatency = new Histogram(3);
     int phase;
     long measuredSinceNanos;
+    /**
+     * System.nanoTime() of the last completion or arrival (0: none yet): where a bandwidth's time
+     * ends, as perftest's ends at its last completion, not at whatever the script did afterwards.
+     */
+    long lastActivityNanos;
     /** Lets another thread read the measured figures consistently while a boundary moves them. */
     final StampedLock boundary = new StampedLock();
 
@@ -114,7 +119,7 @@ public final class QpStats {
             long stamp = boundary.tryOptimisticRead();
             Measured m = new Measured(phase, measuredSinceNanos, bytesSent - warmupBytesSent, bytesReceived - warmupBytesReceived,
                     operations - warmupOperations, messagesReceived - warmupMessagesReceived,
-                    messagesNotReceived - warmupMessagesNotReceived);
+                    messagesNotReceived - warmupMessagesNotReceived, lastActivityNanos);
             if (stamp != 0 && boundary.validate(stamp)) return m;
             Thread.onSpinWait();
         }
@@ -130,9 +135,10 @@ public final class QpStats {
      * @param operations         work requests of the phase completed
      * @param messagesReceived   messages of the phase (see the class comment)
      * @param messagesNotReceived those of them no receive() took
+     * @param lastActivityNanos  System.nanoTime() of this QP's last completion or arrival, of any phase (0: none)
      */
     public record Measured(int phase, long sinceNanos, long bytesSent, long bytesReceived, long operations,
-                           long messagesReceived, long messagesNotReceived) {
+                           long messagesReceived, long messagesNotReceived, long lastActivityNanos) {
     }
 
     // ---- written by the engine, on the dispatcher thread ----

@@ -104,6 +104,7 @@ final class Sender {
                 return;
             }
             long now = System.nanoTime();
+            stats.lastActivityNanos = now;
             long latency = Math.max(0, now - window.postNanosOf(seq));
             stats.latency.recordValue(latency);
             stats.latencyInWarmup(seq, latency);
