@@ -6,7 +6,9 @@
 #
 #   rtt      bench/scenarios/lat.main.kts op=send size=8, both peers in one JVM (--loopback: soft0's
 #            in-memory transport), one way = round trip / 2, against Baselines pingpong (two Java
-#            threads spinning on volatile fields). Goal: at most 3x.
+#            threads spinning on volatile fields). Goal: at most 3x. It also runs Soft0VerbsPingpong,
+#            the same exchange on soft0's verbs with no engine, dispatcher or coroutine above them
+#            (two threads posting 8 B inline SENDs and spinning on their CQs): soft0's own share.
 #   tcp      bench/scenarios/bw.main.kts op=write size=65536 between two processes (soft0 over
 #            loopback TCP), against Baselines tcp-source/tcp-sink (a plain TCP stream of 64 KiB
 #            blocks between two processes). Goal: at least 0.5x.
@@ -33,7 +35,8 @@ done
 cp="$root/bench/target/classpath.txt"
 [[ -f $cp && -f $root/scripts/target/rdma-run.jar ]] || { echo "bench/soft0.sh: build first: ./mvnw -DskipTests package" >&2; exit 2; }
 java=$( . "$root/bin/jdk.sh" >/dev/null && echo "$JAVA_HOME/bin/java")
-baseline() { "$java" -cp "$root/bench/target/classes:$(cat "$cp")" dev.rdmarun.bench.Baselines "$@"; }
+baseline_of() { local main=$1; shift; "$java" --enable-native-access=ALL-UNNAMED -cp "$root/bench/target/classes:$(cat "$cp")" "dev.rdmarun.bench.$main" "$@"; }
+baseline() { baseline_of Baselines "$@"; }
 rr() { "$root/bin/rdma-run" "$@"; }
 scenarios=$root/bench/scenarios
 port=19400
@@ -45,15 +48,17 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 
 rtt_ratio=- tcp_ratio=-
 if [[ rtt =~ $only ]] && [[ $device == soft0 ]]; then
-  ours=() theirs=()
+  ours=() verbs=() theirs=()
   for ((r = 1; r <= rounds; r++)); do
     ours+=("$(rr "$scenarios/lat.main.kts" --loopback -d soft0 --set op=send --set size=8 --set iterations=100000 \
       --set warmup=200000 | field steady_us)")
+    verbs+=("$(baseline_of Soft0VerbsPingpong 200000 100000 | field steady_us)")
     theirs+=("$(baseline pingpong 200000 100000 | field steady_us)")
   done
-  a=$(printf '%s\n' "${ours[@]}" | median) b=$(printf '%s\n' "${theirs[@]}" | median)
+  a=$(printf '%s\n' "${ours[@]}" | median) v=$(printf '%s\n' "${verbs[@]}" | median) b=$(printf '%s\n' "${theirs[@]}" | median)
   rtt_ratio=$(ratio "$a" "$b")
   echo "rtt: soft0 (memory) ${a} us one way, two Java threads ${b} us: ${rtt_ratio}x (rounds: ${ours[*]} / ${theirs[*]})"
+  echo "rtt_verbs: soft0's verbs alone ${v} us one way: $(ratio "$v" "$b")x the two threads, $(ratio "$v" "$a") of the scenario's (rounds: ${verbs[*]})"
 fi
 
 if [[ tcp =~ $only ]] && [[ $device == soft0 ]]; then
