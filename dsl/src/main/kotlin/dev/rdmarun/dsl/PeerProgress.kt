@@ -101,10 +101,11 @@ internal class PeerProgress(private val session: Session) {
      * reads the dispatcher's state without locking; [waitingFor][QpDriver.waitsForMessage] is read
      * before the counters, so a message taken since shows as progress. A wait inside withTimeout { }
      * or withTimeoutOrNull { } is not final (its expiry runs other code): no stall; nor is a side
-     * with a coroutine in delay() ([VerbsDispatcher.delaysPending]: a parent in delay() while its
-     * child waits has an active child, so the job tree alone shows it as waiting for that child),
-     * nor one whose dispatcher thread did not run the probe the last heartbeat gave it (a coroutine
-     * blocks that thread in its own code: Thread.sleep, a busy loop). Not seen: a parent suspended
+     * with a coroutine in delay() or another timer ([VerbsDispatcher.delaysPending]: a parent in
+     * delay() while its child waits has an active child, so the job tree alone shows it as waiting
+     * for that child), nor one whose dispatcher was given a coroutine to run since the last check (a
+     * `yield()` loop), nor one whose dispatcher thread did not run the probe the last heartbeat gave
+     * it (a coroutine blocks that thread in its own code: Thread.sleep, a busy loop). Not seen: a parent suspended
      * on something else that another thread ends (a channel, a Deferred) while its child waits.
      * Under RdmaJava the code runs on threads of its own and [Session.runJob] (connect's call) has
      * ended: no coroutine is seen, nothing is called a deadlock, and the timeout ends the wait as before.
@@ -140,7 +141,7 @@ internal class PeerProgress(private val session: Session) {
         val job = session.runJob ?: return null
         if (liveCoroutines(job) != blocked) return null
         val dispatcher = this.dispatcher ?: return null
-        if (dispatcher.delaysPending != 0 || !probeAnswered(dispatcher)) return null
+        if (dispatcher.delaysPending != 0 || dispatchedSinceLastCheck(dispatcher) || !probeAnswered(dispatcher)) return null
         if (unsignaled) {
             // Selective signaling left sends that report no completion, and nothing will post the
             // signaled one behind them: have the engine post it, and look again at the next heartbeat.
@@ -153,6 +154,17 @@ internal class PeerProgress(private val session: Session) {
     /** The scenario's dispatcher, set with [Session.runJob]. */
     @Volatile
     var dispatcher: VerbsDispatcher? = null
+
+    /** [VerbsDispatcher.dispatched] at the last check (-1: none yet). Heartbeat thread. */
+    private var dispatchedAtCheck = -1L
+
+    /** Whether the dispatcher was given a coroutine to run since the last check (a `yield()` loop runs). */
+    private fun dispatchedSinceLastCheck(dispatcher: VerbsDispatcher): Boolean {
+        val n = dispatcher.dispatched
+        val before = dispatchedAtCheck
+        dispatchedAtCheck = n
+        return before != -1L && n != before
+    }
 
     /** The last probe the heartbeat thread gave the dispatcher thread, and the last that thread ran. */
     private var probeSent = 0L

@@ -6,11 +6,13 @@ import java.util.concurrent.ScheduledThreadPoolExecutor
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicBoolean
 import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.atomic.AtomicLong
 import kotlin.coroutines.CoroutineContext
 import kotlin.coroutines.resume
 import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.Delay
+import kotlinx.coroutines.DisposableHandle
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.InternalCoroutinesApi
 import kotlinx.coroutines.Job
@@ -22,18 +24,26 @@ import kotlinx.coroutines.cancel
  * completion resumes the coroutine that waits for it directly, inside the poll loop (QpDriver);
  * everything else (launches, kotlinx's own resumptions) goes through the dispatcher's task queue.
  *
- * It is also the scenario's [Delay], only to count the `delay()`s in progress ([delaysPending]):
- * a coroutine in `delay()` will go on by itself, so its side is not stalled, even when the
- * coroutine has children that wait (PeerProgress cannot see that from the jobs alone).
+ * It is also the scenario's [Delay], only to count the timers in progress ([delaysPending]): a
+ * coroutine in `delay()`, or in a `select { onTimeout }` or `withTimeout { }` (kotlinx's
+ * [invokeOnTimeout]), will go on by itself, so its side is not stalled, even when the coroutine has
+ * children that wait (PeerProgress cannot see that from the jobs alone). For the same reason it
+ * counts what it dispatches ([dispatched]): a coroutine that keeps being resumed (a `yield()` loop)
+ * is running, whatever its children wait for.
  */
 @OptIn(InternalCoroutinesApi::class)
 internal class VerbsDispatcher(val polling: PollingDispatcher) : CoroutineDispatcher(), Delay {
     private val delays = AtomicInteger()
+    private val dispatches = AtomicLong()
 
-    /** The scenario's coroutines now in `delay()` on this dispatcher. */
+    /** The scenario's timers now running on this dispatcher: `delay()`s, `withTimeout`s and `select`'s `onTimeout`s. */
     val delaysPending: Int get() = delays.get()
 
+    /** How many resumptions and launches this dispatcher was given so far (not the completions the poll loop resumes). */
+    val dispatched: Long get() = dispatches.get()
+
     override fun dispatch(context: CoroutineContext, block: Runnable) {
+        dispatches.incrementAndGet()
         try {
             polling.execute(block)
         } catch (e: RejectedExecutionException) {
@@ -55,6 +65,23 @@ internal class VerbsDispatcher(val polling: PollingDispatcher) : CoroutineDispat
             continuation.resume(Unit) // dispatched to the polling thread: the continuation is intercepted
         }, timeMillis, TimeUnit.MILLISECONDS)
         continuation.invokeOnCancellation {
+            timer.cancel(false)
+            end()
+        }
+    }
+
+    override fun invokeOnTimeout(timeMillis: Long, block: Runnable, context: CoroutineContext): DisposableHandle {
+        delays.incrementAndGet()
+        val over = AtomicBoolean()
+        fun end() {
+            if (over.compareAndSet(false, true)) delays.decrementAndGet()
+        }
+        // The block dispatches what it resumes itself (kotlinx's contract): run it on the timer thread.
+        val timer = TIMER.schedule({
+            end()
+            block.run()
+        }, timeMillis, TimeUnit.MILLISECONDS)
+        return DisposableHandle {
             timer.cancel(false)
             end()
         }

@@ -25,6 +25,10 @@ import kotlinx.coroutines.withContext
 import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.withTimeout
 import kotlinx.coroutines.withTimeoutOrNull
+import kotlinx.coroutines.yield
+import kotlinx.coroutines.channels.Channel
+import kotlinx.coroutines.selects.onTimeout
+import kotlinx.coroutines.selects.select
 
 /**
  * Whole scenarios, both peers in this JVM, written as a new user would write them: any Kotlin
@@ -591,7 +595,7 @@ class DeviceScenarioSpec : FunSpec({
             client.getOrThrow()
         }
 
-        test("a side whose coroutine is in delay(), then blocks its thread, while its child waits in receive() is not taken for a deadlock ($device)") {
+        test("a side whose coroutine is in delay(), blocks its thread, selects with onTimeout, then yields, while its child waits in receive() is not taken for a deadlock ($device)") {
             val (server, client) = pair {
                 timeout(60.seconds)
                 connect(peer)
@@ -606,6 +610,12 @@ class DeviceScenarioSpec : FunSpec({
                             // the parent has an active child, so the job tree shows it waiting for that child.
                             delay(4.seconds)
                             Thread.sleep(4_000) // on the dispatcher thread, which then runs nothing else
+                            select<Unit> {
+                                Channel<Int>().onReceive { } // never: the timeout ends the select
+                                onTimeout(4.seconds) { }
+                            }
+                            val end = System.nanoTime() + 4.seconds.inWholeNanoseconds
+                            while (System.nanoTime() - end < 0) yield() // runs, though nothing else does
                             send(size = 8)
                         }
                     }
