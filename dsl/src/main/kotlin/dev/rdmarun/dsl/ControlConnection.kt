@@ -169,7 +169,7 @@ internal class ControlConnection private constructor(
         val frame = readFrame(waitingFor)
         if (frame is Failure) {
             peerFailed = true
-            throw PeerException("$peerLabel failed: ${printable(frame.message)}").also { it.peerSaid = printable(frame.message) }
+            throw PeerException("$peerLabel failed: ${printable(frame.message, MAX_PEER_SENTENCE)}").also { it.peerSaid = printable(frame.message, MAX_PEER_SENTENCE) }
         }
         return frame
     }
@@ -203,7 +203,7 @@ internal class ControlConnection private constructor(
                             peerFailed = true
                             // The peer's deadlock verdict is about both sides, not a failure of the peer's own.
                             val how = if (PeerProgress.isStallVerdict(frame.message)) "found both sides stalled" else "failed"
-                            throw PeerException("the ${peerRole.label} $how: ${printable(frame.message)}").also { it.peerSaid = printable(frame.message) }
+                            throw PeerException("the ${peerRole.label} $how: ${printable(frame.message, MAX_PEER_SENTENCE)}").also { it.peerSaid = printable(frame.message, MAX_PEER_SENTENCE) }
                         }
                         else -> {
                             onFrame(frame)

@@ -3,6 +3,9 @@ package dev.rdmarun.dsl
 /** Longest stretch of peer text shown in one sentence: a peer cannot flood a terminal or a log. */
 internal const val MAX_PEER_TEXT: Int = 300
 
+/** Longest peer sentence shown whole (a failure, a deadlock verdict, a rank's line): twice a stretch of text. */
+internal const val MAX_PEER_SENTENCE: Int = 2 * MAX_PEER_TEXT
+
 /**
  * Text that came from the peer (failure messages, parameter names and values, GIDs, frame types,
  * what it waits for), made safe for a terminal, a log or a JSON file: control characters (escape

@@ -116,7 +116,7 @@ internal class RankRun(private val options: RdmaOptions, private val checkOnly: 
     }
 
     private fun note(line: String) {
-        val text = printable(line, 2 * MAX_PEER_TEXT)
+        val text = printable(line, MAX_PEER_SENTENCE)
         options.monitor?.note(text) ?: System.err.println("rdma-run: rank $rank: $text")
     }
 

@@ -99,7 +99,7 @@ internal class RankTeam private constructor(
     fun fail(cause: Throwable, told: Int? = null) {
         if (!failureRef.compareAndSet(null, cause)) return
         val sentence = if (told != null) cause.message.orEmpty() else "${describe(rank)} failed: ${cause.message}"
-        for ((r, c) in hub) if (r != told) c.trySend(Failure(printable(sentence, 2 * MAX_PEER_TEXT)))
+        for ((r, c) in hub) if (r != told) c.trySend(Failure(printable(sentence, MAX_PEER_SENTENCE)))
         onFailure(cause)
     }
 

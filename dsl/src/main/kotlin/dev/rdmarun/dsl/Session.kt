@@ -197,7 +197,7 @@ internal class Session(
 
     /** A line about the control connection for the launcher (stray connections), escaped; stderr without a monitor. */
     private fun note(line: String) {
-        val text = printable(line, 2 * MAX_PEER_TEXT)
+        val text = printable(line, MAX_PEER_SENTENCE)
         if (monitor != null) monitor.note(text) else System.err.println("rdma-run: ${role.label}: $text")
     }
 

@@ -637,6 +637,15 @@ class ControlSecuritySpec : FunSpec({
         }
     }
 
+    test("a peer's failure sentence is shown whole up to MAX_PEER_SENTENCE: a deadlock verdict ends with its hint") {
+        val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
+        val verdict = "the server waits for a credit to send on QP 0 (at card.main.kts:14); ".repeat(6) + "(neither side made progress for 3 heartbeats)"
+        DataOutputStream(c.getOutputStream()).apply { FrameCodec.write(this, Failure(verdict)) }
+        val e = shouldThrow<PeerException> { ControlConnection.over(s, 10.seconds, Role.SERVER).use { it.receive("ready signal") } }
+        e.message shouldBe "the server failed: $verdict"
+        c.close()
+    }
+
     context("protocol versions") {
         test("a peer of version 2 (whose first frame is a hello) is told the version, and its own check of the first frame says it too") {
             val (s, c) = ServerSocket(0, 1, loopback).use { l -> Socket(loopback, l.localPort).let { l.accept() to it } }
