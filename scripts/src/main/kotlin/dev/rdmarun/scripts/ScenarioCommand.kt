@@ -113,7 +113,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             require(twice.isEmpty()) { "--set ${twice.first()} is given more than once" }
         }
     private val json by option("--json", metavar = "FILE|-", completionCandidates = CompletionCandidates.Path,
-        help = "Also write the results as JSON (schema 2, docs/results-json.md) to FILE, or with - to standard output (the rest then goes to standard error); written on failure too")
+        help = "Also write the results as JSON (schema 2, docs/results-json.md) to FILE, or with - to standard output (the rest, the script's own println too, then goes to standard error); written on failure too")
         .convert { text -> JsonTarget(if (text == "-") null else File(text)) }
         .validate { target ->
             val f = target.file ?: return@validate
@@ -197,6 +197,9 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         results = RunResults(script.name, perftest.reportGbits, json = jsonTarget,
             histogram = histogramFile, sweep = if (perftest.all && !check) SweepOutput(script.name, perftest.reportGbits) { say(it) } else null,
             say = { say(it) }, emit = { emit(it, err = false) })
+        // `--json -`: standard output is the document's alone, so the script's own println goes
+        // to standard error with the rest of the run's output.
+        val stdout = System.out.takeIf { jsonToStdout && !check }?.also { System.setOut(System.err) }
         try {
             // -a: the script once per size, each a scenario of its own (connection and results).
             val runs = if (perftest.all && !check) PerftestOptions.SWEEP_SIZES.map { size ->
@@ -216,6 +219,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             if (!check) results.failed(e)
             throw e
         } finally {
+            stdout?.let { System.setOut(it) }
             results.sweep?.close()
             if (!check) results.write(start)
         }

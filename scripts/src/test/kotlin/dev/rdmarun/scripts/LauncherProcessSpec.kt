@@ -5,6 +5,10 @@ import io.kotest.assertions.withClue
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
 import io.kotest.matchers.shouldBe
+import io.kotest.matchers.string.shouldContain
+import kotlinx.serialization.json.Json
+import kotlinx.serialization.json.jsonArray
+import kotlinx.serialization.json.jsonObject
 import java.io.File
 import java.io.InputStream
 import java.nio.file.Files
@@ -38,6 +42,25 @@ class LauncherProcessSpec : FunSpec({
         withClue(run.stderr()) {
             run.stderrLines().filter { "System.exit" in it } shouldContainExactly listOf("rdma-run exits-top.main.kts: the script called System.exit(4)")
         }
+    }
+
+    test("--json -: the script's own println goes to standard error, and standard output is the document alone") {
+        val talks = script("talks.main.kts", """
+            import dev.rdmarun.dsl.*
+
+            println("top-level line of the script")
+            rdma {
+                connect(peer)
+                qp(0) { if (isClient) send() else receive() }
+                println("a line of the scenario")
+            }
+        """.trimIndent())
+        val run = Launched(dir, talks.path, "--loopback", "-d", "soft0", "--set", "preflight=0", "--json", "-")
+        run.awaitExit() shouldBe 0
+        val document = Json.parseToJsonElement(run.stdout()).jsonObject
+        document["runs"]!!.jsonArray.size shouldBe 2
+        run.stderr() shouldContain "top-level line of the script"
+        run.stderr() shouldContain "a line of the scenario"
     }
 
     test("Ctrl-C on a scenario busy in a loop that never suspends: 'interrupted' once, exit 130") {
@@ -104,6 +127,7 @@ private class Launched(dir: File, vararg args: String) {
         return process.exitValue()
     }
 
+    fun stdout(): String = synchronized(out) { out.joinToString("\n") }
     fun stderrLines(): List<String> = synchronized(err) { err.toList() }
     fun stderr(): String = stderrLines().joinToString("\n")
 
