@@ -465,9 +465,12 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                                 synchronized(side.results) { side.results += run }
                             }
                         } catch (e: Throwable) {
-                            e // not the script's failure but the host's: still this side's, reported below
+                            e // not the script's failure but the host's: still this side's
                         }
                     }
+                    // Said as soon as it is known: the other side may be blocked in its own code for long.
+                    // After Ctrl-C, "interrupted" is the one sentence (interruption().check() below).
+                    side.failure?.takeUnless { interruption().requested }?.let { reportFailure(side.label, it) }
                 }
             }
             interruption().blockingOn(Closeable { sides.forEach { it.monitor.cancel("interrupted") } }) {
@@ -478,22 +481,22 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         results.sweep?.lastLine = null
         sides.forEach { side -> side.results.forEach { results.show(it, deferServer = true) } }
         summaries.forEach { say(it) }
-        val failed = sides.filter { it.failure != null }
-        if (failed.isNotEmpty()) {
-            for (side in failed) {
-                val cause = side.failure!!
-                val described = failed(cause)
-                results.lastFailure = "${side.label}: ${described.message}"
-                say("${if (described.namesFile) "rdma-run" else errorPrefix} (${side.label}): ${described.message}", err = true)
-                if (debug) say(cause.stackTraceToString().trimEnd(), err = true)
-            }
-            throw ProgramResult(ExitStatus.FAILURE.code)
-        }
+        if (sides.any { it.failure != null }) throw ProgramResult(ExitStatus.FAILURE.code)
         if (!ranRanks && sides.all { it.results.isEmpty() }) throw nothingToRun()
         val devices = sides.flatMap { s -> s.results.map { it.end.device } }.distinct()
         if (devices.isNotEmpty()) {
             val verdict = "loopback on ${devices.joinToString()}: ${ranks?.let { "all $it ranks" } ?: "server and client"} succeeded"
             results.sweep?.let { it.lastLine = verdict } ?: say(verdict) // -a: once, after the table
+        }
+    }
+
+    /** A loopback side's failure, in one sentence (and its stack with --debug); the side's thread. */
+    private fun reportFailure(label: String, cause: Throwable) {
+        val described = failed(cause)
+        synchronized(results) {
+            results.lastFailure = "$label: ${described.message}"
+            say("${if (described.namesFile) "rdma-run" else errorPrefix} ($label): ${described.message}", err = true)
+            if (debug) say(cause.stackTraceToString().trimEnd(), err = true)
         }
     }
 

@@ -228,8 +228,8 @@ class ScenarioCommandSpec : FunSpec({
             listOf("--set", "novalue") to "'novalue' is not NAME=VALUE",
             listOf("--set", "1x=2") to "'1x' is not a parameter name",
             listOf("--set", "a=1", "--set", "a=2") to "--set a is given more than once",
-            listOf("--timeout", "30") to "'30' is not a duration like 30s, 2m or 500ms",
-            listOf("--timeout", "3x") to "'3x' is not a duration",
+            listOf("--timeout", "3x") to "'3x' is not a whole number of seconds or a duration like 30s, 2m or 500ms",
+            listOf("--timeout", "0") to "must be positive",
             listOf("--timeout", "0s") to "must be positive",
             listOf("--listen", "0") to "TCP port 1..65535",
             listOf("--listen", "http") to "is not [ADDR:]PORT",
@@ -359,6 +359,30 @@ class ScenarioCommandSpec : FunSpec({
         val result = run(boom.path, "--loopback", "-d", SOFT0, "--timeout", "20s")
         result.statusCode shouldBe 1
         result.stderr shouldContain "rdma-run (server): script failed at ${boom.path}:5: NumberFormatException: For input string: \"x\""
+    }
+
+    test("--loopback says a side's failure when it happens, not once the other side, blocked in its own code, ends") {
+        // The server blocks its thread until the client's side has ended: the client's sentence
+        // must be out by then (it used to wait for both sides, and came after the server's).
+        val blocked = script("blocked-loopback.main.kts", """
+            import dev.rdmarun.dsl.*
+
+            rdma {
+                connect(peer)
+                qp(0) {
+                    if (isClient) receive()
+                    else {
+                        while (Thread.getAllStackTraces().keys.any { it.name.startsWith("rdma-run-client-script") }) Thread.sleep(10) // (with a coroutine's name under debug)
+                        send()
+                    }
+                }
+            }
+        """.trimIndent())
+        val result = run(blocked.path, "--loopback", "-d", SOFT0, "--timeout", "1s", "--set", "preflight=0")
+        withClue("blocked", result) { result.statusCode shouldBe 1 }
+        val sentences = result.stderr.lines().filter { it.contains("): ") }
+        sentences.first() shouldContain "(client): the client waited 1s for a message in receive() on QP 0; the server is alive but made no progress"
+        sentences.drop(1).single() shouldContain "(server): the client failed: the client waited 1s"
     }
 
     /**
