@@ -168,7 +168,7 @@ class PingpongExchange(private val limits: Limits, private val interruption: Int
             }
             val overall = limits.overallPassed()
             if (overall || System.nanoTime() - giveUp >= 0) {
-                val until = if (overall) "until ${limits.overallName}" else "for ${limits.peerTimeoutMs.milliseconds}"
+                val until = if (overall) "until ${limits.overallName}" else "for ${limits.peerTimeoutMs.milliseconds} (--peer-timeout)"
                 throw CommandFailure("cannot connect to $host port $tcpPort: ${refused?.message} $until" +
                     " (is the server side running? start `rdma-run pingpong` or `ibv_rc_pingpong` without HOST there)", cause = refused)
             }

@@ -47,7 +47,7 @@ class PingpongCommandSpec : FunSpec({
         val r = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-p", port, "--peer-timeout", "500ms", "127.0.0.1"))
         withClue(r.stderr) {
             r.statusCode shouldBe 1
-            r.stderr shouldContain "cannot connect to 127.0.0.1 port $port: Connection refused for 500ms"
+            r.stderr shouldContain "cannot connect to 127.0.0.1 port $port: Connection refused for 500ms (--peer-timeout)"
             r.stderr shouldNotContain "pre-flight"
         }
     }
