@@ -55,31 +55,25 @@ internal class VerbsDispatcher(val polling: PollingDispatcher) : CoroutineDispat
     }
 
     override fun scheduleResumeAfterDelay(timeMillis: Long, continuation: CancellableContinuation<Unit>) {
-        delays.incrementAndGet()
-        val over = AtomicBoolean()
-        fun end() {
-            if (over.compareAndSet(false, true)) delays.decrementAndGet()
-        }
-        val timer = TIMER.schedule({
-            end()
-            continuation.resume(Unit) // dispatched to the polling thread: the continuation is intercepted
-        }, timeMillis, TimeUnit.MILLISECONDS)
-        continuation.invokeOnCancellation {
-            timer.cancel(false)
-            end()
-        }
+        // Dispatched to the polling thread: the continuation is intercepted.
+        val timer = countedTimer(timeMillis) { continuation.resume(Unit) }
+        continuation.invokeOnCancellation { timer.dispose() }
     }
 
-    override fun invokeOnTimeout(timeMillis: Long, block: Runnable, context: CoroutineContext): DisposableHandle {
+    // The block dispatches what it resumes itself (kotlinx's contract): it runs on the timer thread.
+    override fun invokeOnTimeout(timeMillis: Long, block: Runnable, context: CoroutineContext): DisposableHandle =
+        countedTimer(timeMillis, block::run)
+
+    /** Runs [action] on the timer thread after [timeMillis], counted in [delaysPending] until it runs or is disposed. */
+    private fun countedTimer(timeMillis: Long, action: () -> Unit): DisposableHandle {
         delays.incrementAndGet()
         val over = AtomicBoolean()
         fun end() {
             if (over.compareAndSet(false, true)) delays.decrementAndGet()
         }
-        // The block dispatches what it resumes itself (kotlinx's contract): run it on the timer thread.
         val timer = TIMER.schedule({
             end()
-            block.run()
+            action()
         }, timeMillis, TimeUnit.MILLISECONDS)
         return DisposableHandle {
             timer.cancel(false)
