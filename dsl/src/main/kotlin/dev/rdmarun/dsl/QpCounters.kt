@@ -104,9 +104,9 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
         /**
          * The side's results, [endNanos] being when both sides finished. Each QP's rates are over
          * its own measured time: from its last warm-up's end (else [startNanos]) to its last
-         * completion or arrival, as perftest's run from the first post to the last completion, so
-         * whatever the script did after its traffic (a barrier, a check, the peer's own work) is
-         * not in them; a QP that moved nothing measured keeps [endNanos]. The totals are over the
+         * completion or arrival, as perftest's time ends at its last completion, so whatever the
+         * script did after its traffic (a barrier, a check, the peer's own work) is not in them;
+         * a QP that moved nothing measured keeps [endNanos]. The totals are over the
          * earliest start to the latest end of those: the one time that holds every byte counted.
          */
         fun result(role: Role, device: String, startNanos: Long, endNanos: Long, perQp: List<QpCounters>): ScenarioResult {
