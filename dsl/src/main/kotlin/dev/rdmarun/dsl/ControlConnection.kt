@@ -164,12 +164,18 @@ internal class ControlConnection private constructor(
         }
     }
 
+    /** The peer's Failure frame as this side's exception: "[who]: what it said", escaped once for both. */
+    private fun peerFailure(who: String, message: String): PeerException {
+        val said = printable(message, MAX_PEER_SENTENCE)
+        return PeerException("$who: $said").also { it.peerSaid = said }
+    }
+
     /** Blocking read of the next frame (before [startWatching], under the handshake deadline), [waitingFor] a noun ("ready signal"); a Failure frame becomes a [PeerException]. */
     fun receive(waitingFor: String): Frame {
         val frame = readFrame(waitingFor)
         if (frame is Failure) {
             peerFailed = true
-            throw PeerException("$peerLabel failed: ${printable(frame.message, MAX_PEER_SENTENCE)}").also { it.peerSaid = printable(frame.message, MAX_PEER_SENTENCE) }
+            throw peerFailure("$peerLabel failed", frame.message)
         }
         return frame
     }
@@ -203,7 +209,7 @@ internal class ControlConnection private constructor(
                             peerFailed = true
                             // The peer's deadlock verdict is about both sides, not a failure of the peer's own.
                             val how = if (PeerProgress.isStallVerdict(frame.message)) "found both sides stalled" else "failed"
-                            throw PeerException("the ${peerRole.label} $how: ${printable(frame.message, MAX_PEER_SENTENCE)}").also { it.peerSaid = printable(frame.message, MAX_PEER_SENTENCE) }
+                            throw peerFailure("the ${peerRole.label} $how", frame.message)
                         }
                         else -> {
                             onFrame(frame)
