@@ -44,7 +44,9 @@ internal object ControlClient {
             if (System.nanoTime() - deadline >= 0) break
             Thread.sleep(100) // the server may not listen yet
         }
-        val sentence = "cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"} (is the server started with --listen ${peer.port}?)"
+        // Refused until the deadline: no server listened, or it had stopped waiting (its own timeout).
+        val hint = if (last is ConnectException) " (is a server listening on port ${peer.port}, and still waiting for its client?)" else ""
+        val sentence = "cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"}$hint"
         throw if (timedOut) RdmaTimeoutException(sentence, last) else PeerException(sentence, last)
     }
 }
