@@ -80,16 +80,8 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
      * nothing but the result.
      */
     fun callSite(): String? {
-        var frame = waiter as? CoroutineStackFrame
-        while (frame != null) {
-            val name = frame.javaClass.name
-            if (frame.javaClass.protectionDomain != DSL_DOMAIN && !name.startsWith("kotlin.") && !name.startsWith("kotlinx.")) {
-                val e = frame.getStackTraceElement() ?: return null
-                return if (e.lineNumber > 0) "${e.fileName}:${e.lineNumber}" else e.fileName
-            }
-            frame = frame.callerFrame
-        }
-        return null
+        val e = scriptFrame(waiter as? CoroutineStackFrame) ?: return null
+        return if (e.lineNumber > 0) "${e.fileName}:${e.lineNumber}" else e.fileName
     }
 
     fun park(c: Continuation<*>, kind: Int, target: Long): Any {
@@ -174,9 +166,6 @@ internal class QpWait(private val session: Session, private val engine: QpEngine
         const val CREDIT_IDLE = 6
         const val ARRIVALS = 7
         const val BUFFER = 8
-
-        /** The DSL's own classes: frames of these are not the script's. */
-        private val DSL_DOMAIN = QpWait::class.java.protectionDomain
 
         /** The job kotlinx's withTimeout { } and withTimeoutOrNull { } run their block in. */
         private const val TIMEOUT_COROUTINE = "kotlinx.coroutines.TimeoutCoroutine"

@@ -403,6 +403,12 @@ class ScenarioCommandSpec : FunSpec({
             5, "ScenarioException: x")
     }
 
+    test("the script's own withTimeout { } that runs out is reported at the line that called it, on both sides of --loopback") {
+        // kotlinx throws it from its timer thread, whose stack names no line of the script.
+        failsAtLine("with-timeout.main.kts", "    connect(peer)\n    server {\n        qp(0) { kotlinx.coroutines.withTimeout(300) { receive() } }\n    }\n" +
+            "    barrier()\n", 6, "the script's own withTimeout { } ran out: TimeoutCancellationException: Timed out waiting for 300 ms")
+    }
+
     test("a call the DSL refuses (a section's second kind) is reported at the script's line, on both sides of --loopback") {
         failsAtLine("section-kinds.main.kts", "    connect(peer)\n    qp(0) {\n        server { measure(\"x\") { } }\n" +
             "        server { measureRoundTrip(\"x\") { } }\n    }\n    barrier()\n", 7,
