@@ -105,9 +105,7 @@ final class Inbox {
                 return;
             }
             int length = completions.byteLength(i);
-            stats.lastActivityNanos = completions.polledNanos();
-            stats.messagesReceived++;
-            stats.bytesReceived += length;
+            stats.arrived(completions.polledNanos(), length);
             if (sink) {
                 stats.messagesNotReceived++;
                 repost(slot);

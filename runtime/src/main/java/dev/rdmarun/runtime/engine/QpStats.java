@@ -44,6 +44,16 @@ public final class QpStats {
      * ends, as perftest's ends at its last completion, not at whatever the script did afterwards.
      */
     long lastActivityNanos;
+    /**
+     * The measured phase's first work request and first arrival (counted as messagesReceived
+     * counts), and when they happened (0: not yet): where the QP's time starts, as perftest's
+     * starts at its first post, its receiver's at the first arrival, not at whatever the script
+     * did before (a barrier, a sleeping peer). Set with {@link #firstOf}, without a branch.
+     */
+    long firstPostSeq = 1;
+    long firstPostNanos;
+    long firstArrival = 1;
+    long firstArrivalNanos;
     /** Lets another thread read the measured figures consistently while a boundary moves them. */
     final StampedLock boundary = new StampedLock();
 
@@ -119,7 +129,7 @@ public final class QpStats {
             long stamp = boundary.tryOptimisticRead();
             Measured m = new Measured(phase, measuredSinceNanos, bytesSent - warmupBytesSent, bytesReceived - warmupBytesReceived,
                     operations - warmupOperations, messagesReceived - warmupMessagesReceived,
-                    messagesNotReceived - warmupMessagesNotReceived, lastActivityNanos);
+                    messagesNotReceived - warmupMessagesNotReceived, firstPostNanos, firstArrivalNanos, lastActivityNanos);
             if (stamp != 0 && boundary.validate(stamp)) return m;
             Thread.onSpinWait();
         }
@@ -135,10 +145,14 @@ public final class QpStats {
      * @param operations         work requests of the phase completed
      * @param messagesReceived   messages of the phase (see the class comment)
      * @param messagesNotReceived those of them no receive() took
+     * @param firstPostNanos     System.nanoTime() of the phase's first post (0: none yet)
+     * @param firstArrivalNanos  System.nanoTime() of the phase's first arrival (0: none yet), or of the
+     *                           phase's start when messages it counts were waiting already
      * @param lastActivityNanos  System.nanoTime() of this QP's last completion or arrival, of any phase (0: none)
      */
     public record Measured(int phase, long sinceNanos, long bytesSent, long bytesReceived, long operations,
-                           long messagesReceived, long messagesNotReceived, long lastActivityNanos) {
+                           long messagesReceived, long messagesNotReceived, long firstPostNanos, long firstArrivalNanos,
+                           long lastActivityNanos) {
     }
 
     // ---- written by the engine, on the dispatcher thread ----
@@ -161,6 +175,30 @@ public final class QpStats {
     void latencyInWarmup(long seq, long nanos) {
         // A count of 0 moves only the min and max, which measuredLatency()'s subtraction does not read.
         warmupLatency.recordValueWithCount(nanos, inWarmup(seq));
+    }
+
+    /**
+     * {@code nanos} when {@code n} is {@code first}, else {@code kept}: the first post's or arrival's
+     * time, taken without a branch (one taken once per phase is the kind C2 compiles as a trap).
+     */
+    static long firstOf(long n, long first, long nanos, long kept) {
+        long d = n - first;
+        long mask = ((d | -d) >>> 63) - 1; // all ones when n == first, else 0
+        return kept ^ ((kept ^ nanos) & mask);
+    }
+
+    /** 1 when {@code seq} is the measured phase's first work request, else 0 (no branch). */
+    long isFirstPost(long seq) {
+        long d = seq - firstPostSeq;
+        return ((d | -d) >>> 63) ^ 1;
+    }
+
+    /** A message arrived at {@code nanos} (its poll's clock), {@code length} bytes: counted, and timed when first. */
+    void arrived(long nanos, int length) {
+        lastActivityNanos = nanos;
+        messagesReceived++;
+        bytesReceived += length;
+        firstArrivalNanos = firstOf(messagesReceived, firstArrival, nanos, firstArrivalNanos);
     }
 
     /** 1 when work request {@code seq} was posted in the warm-up ({@code seq <= warmupThrough}), else 0. */
@@ -196,6 +234,11 @@ public final class QpStats {
             warmupLatency.add(latency);
             phase++;
             measuredSinceNanos = nanos;
+            firstPostSeq = lastPosted + 1;
+            firstPostNanos = 0;
+            firstArrival = messagesReceived + 1;
+            // Messages the phase counts are here already: its time starts now, not at the next one.
+            firstArrivalNanos = waiting > 0 ? nanos : 0;
         } finally {
             boundary.unlockWrite(stamp);
         }

@@ -90,14 +90,22 @@ final class SendWindow {
         return resultWords + (seq % sendDepth) * 8;
     }
 
-    /** Notes what [seq] is, before it is posted; a signaled one's latency is timed from here. */
+    /**
+     * Notes what [seq] is, before it is posted; a signaled one's latency is timed from here, and
+     * the measured phase's first one starts its QP's time ({@link QpStats#firstPostNanos}).
+     */
     void record(long seq, OpKind kind, int bytes, long localOffset, boolean signaled) {
         int at = slot(seq);
         ringKind[at] = (byte) kind.ordinal();
         ringSize[at] = bytes;
         ringLocalOffset[at] = localOffset;
         ringResult[at] = 0;
-        if (signaled) ringPostNanos[at] = System.nanoTime();
+        // One branch, on a value: the first post's own test never is one (QpStats#firstOf).
+        if (((signaled ? 1 : 0) | stats.isFirstPost(seq)) != 0) {
+            long now = System.nanoTime();
+            ringPostNanos[at] = now;
+            stats.firstPostNanos = QpStats.firstOf(seq, stats.firstPostSeq, now, stats.firstPostNanos);
+        }
     }
 
     /** [seq] was handed to the device. */
