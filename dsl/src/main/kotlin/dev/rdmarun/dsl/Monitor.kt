@@ -23,8 +23,10 @@ internal class Rounds {
  */
 public data class LiveTotals(
     /**
-     * Nanoseconds since the measured phase began: connect(peer) finished (QPs connected), or a
-     * warm-up ended on every QP (the earliest QP's end, as the results' duration).
+     * The side's measured time so far, as its results' duration counts it: from its first post or
+     * arrival of the measured phase to its last completion or arrival (now, while it has none).
+     * Until it posted or received anything ([started] false), since the measured phase began:
+     * connect(peer) finished (QPs connected), or a warm-up ended.
      */
     val elapsedNanos: Long,
     val bytesSent: Long,
@@ -36,6 +38,8 @@ public data class LiveTotals(
     val phase: Int = 0,
     /** Which of the monitor's scenarios this reading is of (1 for the first). */
     val run: Int = 0,
+    /** Whether the side posted or received anything in the measured phase: [elapsedNanos] then runs from its first post or arrival. */
+    val started: Boolean = true,
 )
 
 /**
@@ -82,17 +86,16 @@ public class ScenarioMonitor(
         var received = 0L
         var operations = 0L
         var messages = 0L
-        val since = ArrayList<Long>(counters.size)
-        for (c in counters) {
-            val m = c.measured()
-            since += measuredSince(started, m)
+        val measured = counters.map { it.measured() }
+        for (m in measured) {
             phase += m.phase
             sent += m.bytesSent
             received += m.bytesReceived
             operations += m.operations
             messages += m.messagesReceived
         }
-        return LiveTotals(System.nanoTime() - earliest(started, since), sent, received, operations, messages, phase, run)
+        val time = MeasuredTime(started, System.nanoTime(), measured)
+        return LiveTotals(time.nanos, sent, received, operations, messages, phase, run, time.started)
     }
 
     /**

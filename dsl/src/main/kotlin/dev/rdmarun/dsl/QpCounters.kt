@@ -103,18 +103,16 @@ internal class QpCounters(private val stats: QpStats? = null, private val kinds:
     companion object {
         /**
          * The side's results, [endNanos] being when both sides finished. Each QP's rates are over
-         * its own measured time: from its last warm-up's end (else [startNanos]) to its last
-         * completion or arrival, as perftest's time ends at its last completion, so whatever the
-         * script did after its traffic (a barrier, a check, the peer's own work) is not in them;
-         * a QP that moved nothing measured keeps [endNanos]. The totals are over the
-         * earliest start to the latest end of those: the one time that holds every byte counted.
+         * its own measured time ([MeasuredTime]: from its first post or arrival of the measured
+         * phase to its last completion or arrival, as perftest's), so neither what the script did
+         * before its traffic (a barrier, a sleeping peer) nor after it is in them. The totals are
+         * over the side's measured time: the one time that holds every byte counted.
          */
         fun result(role: Role, device: String, startNanos: Long, endNanos: Long, perQp: List<QpCounters>): ScenarioResult {
-            val measured = perQp.map { it.stats?.measured() }
-            val from = measured.map { m -> m?.let { measuredSince(startNanos, it) } ?: startNanos }
-            val to = measured.mapIndexed { i, m -> m?.let { measuredUntil(from[i], endNanos, it) } ?: endNanos }
-            val moved = measured.indices.filter { measured[it]?.let(::movedAny) == true }
-            val durationNanos = (if (moved.isEmpty()) endNanos else latest(moved.map { to[it] })) - earliest(startNanos, from)
+            val time = MeasuredTime(startNanos, endNanos, perQp.map { it.stats?.measured() })
+            val from = time.from
+            val to = time.to
+            val durationNanos = time.nanos
             val total = Totals()
             // One kind per name across QPs (SectionKinds): the first QP's says it for all.
             val sections = HashMap<String, Section>()
@@ -164,17 +162,56 @@ internal class SectionKinds {
 }
 
 /**
- * When a QP's measured phase began, in System.nanoTime(): its last warm-up's end ([m]), else the
- * side's [start]. The side's own is the [earliest] of its QPs': the results' duration and the
- * live totals' elapsed time both start there.
+ * A side's measured time, for its results ([QpCounters.result], [end] when both sides finished)
+ * and its live totals ([ScenarioMonitor.totals], [end] now), from its QPs' readings ([measured];
+ * null for a QP without counters) and [start], when its QPs connected. A QP's time runs from its
+ * first post or arrival of its measured phase ([measuredSince]; that phase's start until it has
+ * one) to its last completion or arrival ([end] when it moved nothing measured): perftest's time
+ * starts at its first post (its receiver's at the first arrival) and ends at its last completion.
+ * The side's runs from the earliest first post or arrival of its QPs to the latest last
+ * completion or arrival: neither what its script did before its traffic nor after it is in it.
+ * All values are System.nanoTime() readings.
  */
+internal class MeasuredTime(start: Long, end: Long, measured: List<QpStats.Measured?>) {
+    /** Each QP's measured time. */
+    val from = LongArray(measured.size)
+    val to = LongArray(measured.size)
+
+    /** Whether a QP posted or received anything in its measured phase: until then the side's time runs from the phase's start. */
+    val started: Boolean
+
+    /** The side's measured time, in ns. */
+    val nanos: Long
+
+    init {
+        var first: Long? = null
+        var since: Long? = null
+        var last: Long? = null
+        for ((i, m) in measured.withIndex()) {
+            if (m == null) {
+                from[i] = start
+                to[i] = end
+                since = since.earlier(start)
+                continue
+            }
+            val phaseStart = measuredSince(start, m)
+            since = since.earlier(phaseStart)
+            val firstActivity = longArrayOf(m.firstPostNanos, m.firstArrivalNanos)
+                .filter { it != 0L && it - phaseStart >= 0 }.reduceOrNull { a, b -> if (b - a < 0) b else a }
+            from[i] = firstActivity ?: phaseStart
+            to[i] = measuredUntil(from[i], end, m)
+            if (firstActivity != null) first = first.earlier(firstActivity)
+            if (movedAny(m)) last = if (last == null || to[i] - last > 0) to[i] else last
+        }
+        started = first != null
+        nanos = (last ?: end) - (first ?: since ?: start)
+    }
+
+    private fun Long?.earlier(t: Long): Long = if (this == null || t - this < 0) t else this
+}
+
+/** When a QP's measured phase began, in System.nanoTime(): its last warm-up's end ([m]), else the side's [start]. */
 internal fun measuredSince(start: Long, m: QpStats.Measured): Long = if (m.phase > 0 && m.sinceNanos - start > 0) m.sinceNanos else start
-
-/** The earliest of [times] (System.nanoTime() values, compared by difference), [start] for none. */
-internal fun earliest(start: Long, times: List<Long>): Long = times.reduceOrNull { a, b -> if (b - a < 0) b else a } ?: start
-
-/** The latest of [times] (System.nanoTime() values, compared by difference; at least one). */
-internal fun latest(times: List<Long>): Long = times.reduce { a, b -> if (b - a > 0) b else a }
 
 /**
  * When a QP's measured phase, begun at [from], ended: its last completion or arrival, or [end]

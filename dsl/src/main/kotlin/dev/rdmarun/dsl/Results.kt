@@ -82,12 +82,13 @@ public data class ConnectionInfo(
 /**
  * What a scenario measured on this side; `table()` prints it perftest-style, `toJson()` gives it as JSON
  * (the launcher's `--json` writes it inside a results document, schema 2).
- * [durationNanos] runs from the end of connect(peer), or from the end of a warm-up when every
- * QP had one (the earliest: the one time that holds every byte counted), to this side's last
- * completion or arrival, as perftest's time runs to its last completion: what the script, or the
- * peer, does after its traffic is not in it (a side that moved nothing keeps the time until both
- * sides finished). Each QP's own rates ([qps]) are over its own measured time, from its last
- * warm-up's end to its own last completion or arrival.
+ * [durationNanos] runs from this side's first post or arrival of the measured phase (after
+ * connect(peer), or after the last warm-up) to its last completion or arrival, as perftest's time
+ * runs from its first post (its receiver's from the first arrival) to its last completion: what
+ * the script, or the peer, does before or after its traffic (a barrier, a sleep) is not in it. A
+ * side that moved nothing keeps the time from the measured phase's start until both sides
+ * finished. Each QP's own rates ([qps]) are over its own measured time, from its own first post
+ * or arrival to its own last completion or arrival.
  */
 @Serializable
 public data class ScenarioResult(
@@ -179,9 +180,10 @@ public data class ScenarioResult(
      * 3. perftest's result block between dashed lines: for a latency test, the latency header and
      *    one row ([leadingSection]: for a `measureRoundTrip` section, one way, half the round trip,
      *    as ib_send_lat reports; `#iterations` is the number of measured samples, warm-ups left out);
-     *    for a bandwidth test, the bandwidth header and row (the direction that moved more bytes;
-     *    peak and average in MB/sec, 2^20 bytes, or with [gbits] Gb/sec; the peak is
-     *    [peakBytesPerSecond], the best interval the launcher sampled, or 0.00 without one, as
+     *    for a bandwidth test, the bandwidth header and row (the direction that moved more bytes,
+     *    MsgRate its messages per second, BW average / `#bytes`, as perftest's; peak and average
+     *    in MB/sec, 2^20 bytes, or with [gbits] Gb/sec; the peak is [peakBytesPerSecond], the
+     *    best interval the launcher sampled, never below the average, or 0.00 without one, as
      *    perftest's `--noPeak` prints). The side of a latency test that measured no section, and
      *    the side of a bandwidth test that moved nothing (the target of its peer's WRITEs, READs or
      *    atomics, which do not involve it), have no block: perftest's reader then finds none on
@@ -237,7 +239,10 @@ public data class ScenarioResult(
             if (movedNothing) return null
             val average = bytesPerSecond
             val peak = peakBytesPerSecond?.let { PerftestFormat.rate(maxOf(it, average), gbits) } ?: 0.0
-            return PerftestFormat.bandwidthRow(averageMessageSize, perftestIterations, peak, PerftestFormat.rate(average, gbits), total.mpps, gbits)
+            // The BW average's direction's messages, as perftest's BW average = MsgRate x #bytes
+            // (total.mpps counts both directions' work requests and messages).
+            val rate = if (averageMessageSize > 0) average / averageMessageSize / 1e6 else total.mpps
+            return PerftestFormat.bandwidthRow(averageMessageSize, perftestIterations, peak, PerftestFormat.rate(average, gbits), rate, gbits)
         }
         val (_, l) = leadingSection ?: return null
         val d = if (l.roundTrip) 2000.0 else 1000.0

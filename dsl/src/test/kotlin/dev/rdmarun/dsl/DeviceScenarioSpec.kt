@@ -5,6 +5,7 @@ import dev.rdmarun.runtime.engine.EngineException
 import io.kotest.assertions.throwables.shouldThrow
 import io.kotest.core.spec.style.FunSpec
 import io.kotest.matchers.collections.shouldContainExactly
+import io.kotest.matchers.doubles.shouldBeGreaterThan
 import io.kotest.matchers.longs.shouldBeGreaterThan
 import io.kotest.matchers.longs.shouldBeLessThanOrEqual
 import io.kotest.matchers.shouldBe
@@ -392,14 +393,14 @@ class DeviceScenarioSpec : FunSpec({
         }
 
         test("one QP's measureFromHere leaves the other QPs' time whole; each QP's rates are over its own ($device)") {
-            var qp1Start = 0L
+            var qp1Done = 0L
             var qp0Reset = 0L
             val (server, client) = pair {
                 qps(2)
                 bufferSize(256)
                 connect(peer)
-                if (isClient) qp1Start = System.nanoTime()
                 qp(1) { if (isClient) repeat(1000) { send(256); awaitCompletion() } else repeat(1000) { receive(copyPayload = false) } }
+                if (isClient) qp1Done = System.nanoTime()
                 qp(0) {
                     if (isClient) {
                         repeat(50) { send(64); awaitCompletion() }
@@ -418,8 +419,10 @@ class DeviceScenarioSpec : FunSpec({
             q0.bytesSent shouldBe 10L * 64
             c.total.bytesSent shouldBe q0.bytesSent + q1.bytesSent
             // The side's time holds every byte it counts, QP 1's 1000 sends before QP 0's reset
-            // included (before, it began at that reset: QP 1's rate came out many times too high).
-            c.durationNanos shouldBeGreaterThan qp0Reset - qp1Start
+            // included (before, it began at that reset: QP 1's rate came out many times too high):
+            // from QP 1's first post, over QP 1's own time, then until QP 0's reset at least.
+            val q1Nanos = q1.bytesSent * 8 / q1.sentGbps
+            c.durationNanos.toDouble() shouldBeGreaterThan q1Nanos + (qp0Reset - qp1Done) - 1
             // Each QP over its own time: QP 0's 640 bytes over its last 10 sends only, QP 1's up to
             // its own last completion, before QP 0's 60 sends.
             (q0.sentGbps * c.durationNanos / 1e9 > q0.bytesSent * 8 / 1e9) shouldBe true
@@ -455,6 +458,44 @@ class DeviceScenarioSpec : FunSpec({
             c.total.bytesSent shouldBe 200L * 4096
             c.durationNanos shouldBeLessThanOrEqual lastCompleted - measuredFrom
             (c.total.sentGbps * c.durationNanos / 1e9 * 1e9 / 8).roundToLong() shouldBe c.total.bytesSent
+        }
+
+        test("a side's time starts at its first post or arrival, not at what either script does before its traffic ($device)") {
+            var clientFrom = 0L
+            var clientTo = 0L
+            var serverFrom = 0L
+            var serverTo = 0L
+            val (server, client) = pair {
+                bufferSize(4096)
+                connect(peer)
+                // The server's own work before the traffic: it was in both sides' time (no
+                // warm-up, so the measured phase began at connect's end), as perftest's is not.
+                if (isServer) {
+                    Thread.sleep(300)
+                    serverFrom = System.nanoTime()
+                }
+                barrier()
+                qp(0) {
+                    if (isClient) {
+                        clientFrom = System.nanoTime()
+                        kotlin.repeat(200) {
+                            send(4096)
+                            if (outstanding >= 8) awaitCompletion()
+                        }
+                        awaitAll()
+                        clientTo = System.nanoTime()
+                    } else {
+                        kotlin.repeat(200) { receive(copyPayload = false) }
+                        serverTo = System.nanoTime()
+                    }
+                }
+            }
+            val s = server.getOrThrow()
+            val c = client.getOrThrow()
+            c.total.bytesSent shouldBe 200L * 4096
+            s.total.bytesReceived shouldBe 200L * 4096
+            c.durationNanos shouldBeLessThanOrEqual clientTo - clientFrom
+            s.durationNanos shouldBeLessThanOrEqual serverTo - serverFrom
         }
 
         test("the work requests' latency row has the size of this side's work requests, not the peer's messages ($device)") {

@@ -73,6 +73,8 @@ internal class IntervalSampler(
             run = t.run
             phase = t.phase
         }
+        // The measured time starts at the first post or arrival: before it, nothing to sample.
+        if (!t.started) return lines
         val previous = lastTick ?: LiveTotals(0, 0, 0, 0, 0)
         val dt = (t.elapsedNanos - previous.elapsedNanos) / 1e9
         if (dt >= TICK_MS / 2000.0) {

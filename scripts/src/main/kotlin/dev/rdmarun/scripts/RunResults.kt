@@ -55,7 +55,10 @@ internal class RunResults(
 
     /** A scenario ended on one side: keep it, with its intervals and peak, for the JSON; returns it. */
     fun ended(result: ScenarioResult, sampler: IntervalSampler): ResultsRun {
-        val (intervals, peak) = sampler.take(result)
+        val (intervals, sampled) = sampler.take(result)
+        // The whole measured time is one of the spans a peak is the best of: never below the
+        // average (a sample may span a pause in the traffic), in the JSON as in the table.
+        val peak = sampled?.let { maxOf(it, result.bytesPerSecond) }
         val run = ResultsRun(result.role.label, runLabel, intervals, peak, result)
         synchronized(runs) { runs += run }
         return run
