@@ -115,20 +115,19 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private val json by option("--json", metavar = "FILE|-", completionCandidates = CompletionCandidates.Path,
         help = "Also write the results as JSON (schema 2, docs/results-json.md) to FILE, or with - to standard output (the rest, the script's own println too, then goes to standard error); written on failure too")
         .convert { text -> JsonTarget(if (text == "-") null else File(text)) }
-        .validate { target ->
-            val f = target.file ?: return@validate
-            val dir = f.absoluteFile.parentFile
-            require(dir != null && dir.isDirectory) { "the folder of $f does not exist" }
-            require(dir.canWrite() && (!f.exists() || f.canWrite())) { "$f is not writable" }
-        }
+        .validate { target -> target.file?.let(::outputFileProblem)?.let { fail(it) } }
     /** No short name: perftest uses every letter, and -i is its --ib-port. */
     private val interval by option("--interval", metavar = "SECONDS",
         help = "Every SECONDS, iperf3's interval lines of this side's traffic (sent and received, in iperf3's units whatever --report_gbits says; " +
             "above the progress line on a terminal) and an interval record in the JSON (no short name: -i is perftest's --ib-port)")
         .convert { text -> text.toDoubleOrNull()?.takeIf { it >= 0.1 && it <= MAX_DURATION_SECONDS } ?: fail("'$text' is not a number of seconds from 0.1 to $MAX_DURATION_SECONDS ($MAX_DURATION)") }
-    private val histogram by option("--histogram", metavar = "FILE",
-        help = "Write the latency the results lead with (the first measure section, one way for measureRoundTrip, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds")
-        .file(canBeDir = false)
+    private val histogram by option("--histogram", metavar = "FILE", completionCandidates = CompletionCandidates.Path,
+        help = "Write the latency the results lead with (the first measure section, one way for measureRoundTrip, else the work requests) as HdrHistogram's .hgrm percentile distribution, in microseconds, to FILE")
+        .convert { text -> File(text) }
+        .validate { f ->
+            require(f.path != "-") { "- (standard output) is --json's; give --histogram a file" }
+            outputFileProblem(f)?.let { fail(it) }
+        }
     private val timeout by option("--timeout", metavar = "DURATION",
         help = "Bound on every wait: connecting, the handshake, and once connected any wait while the peer makes no progress " +
             "(whole seconds, or a duration like 30s, 2m, 500ms; 1ms to 7d; default: the scenario's, else 30s)")
@@ -425,6 +424,21 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         "the script's device, else " +
             if (d.isSoftware()) "${d.name()} (rdma-run's software emulation: this machine has no RDMA device)"
             else "${d.name()} (the first RDMA device)"
+    }
+
+    /**
+     * What is wrong with an output file (`--json`, `--histogram`), or null: checked before the
+     * run, not when the results are written after it, which may be days later (`-D`).
+     */
+    private fun outputFileProblem(f: File): String? {
+        val dir = f.absoluteFile.parentFile
+        return when {
+            f.path.isBlank() -> "the file name is empty"
+            f.isDirectory -> "$f is a folder"
+            dir == null || !dir.isDirectory -> "the folder of $f does not exist"
+            !dir.canWrite() || (f.exists() && !f.canWrite()) -> "$f is not writable"
+            else -> null
+        }
     }
 
     private fun loopback(host: ScenarioScriptHost, compiled: CompiledScript, given: RdmaOptions) {

@@ -237,6 +237,11 @@ class ScenarioCommandSpec : FunSpec({
             listOf("--peer", ":5") to "has no host",
             listOf("-g", "256") to "-g",
             listOf("--json", File(dir, "missing/out.json").path) to "does not exist",
+            // Checked before the run, as the folder is, not when the results are written after it.
+            listOf("--json", dir.path) to "invalid value for --json: ${dir.path} is a folder",
+            listOf("--json", "") to "invalid value for --json: the file name is empty",
+            listOf("--histogram", File(dir, "missing/h.hgrm").path) to "invalid value for --histogram: the folder of",
+            listOf("--histogram", "-") to "invalid value for --histogram: - (standard output) is --json's",
         )
         for ((args, message) in usage) {
             val result = run(parameterized.path, *args.toTypedArray())
