@@ -170,6 +170,7 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
                     warmup.fixed != null -> {
                         phase = FIXED
                         host.warmupStarted()
+                        takenAtRoundStart = host.messagesTaken()
                         warmupIterations = warmup.fixed
                         warmup.fixed
                     }
@@ -185,9 +186,14 @@ internal class RepeatLoop(private val host: LoopHost?, private val iterations: L
                 }
             }
             FIXED -> {
-                exchanges = host!!.messagesMoved() != movedAtRoundStart
-                host.warmupOver()
-                return measured(System.nanoTime(), WarmupSummary.MODE_FIXED, 1, warmup.fixed!!, false)
+                val h = host!!
+                val moved = h.messagesMoved() - movedAtRoundStart
+                exchanges = moved != 0L
+                // Agreed with the peer's loop as an auto round's end is: the peer's warm-up messages
+                // still on their way here are then its warm-up's, not this side's measured arrivals.
+                if (moved != 0L) h.agreeOnRound(loop, 1, false, dropLeftovers = h.messagesTaken() == takenAtRoundStart) ?: run { alone = true }
+                h.warmupOver()
+                return measured(System.nanoTime(), WarmupSummary.MODE_FIXED, 1, warmup.fixed!!, false, alone)
             }
             AUTO -> {
                 val h = host!!
