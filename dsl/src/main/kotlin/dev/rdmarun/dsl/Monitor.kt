@@ -113,15 +113,63 @@ public class ScenarioMonitor(
         return if (planned == 0L) null else (done.toDouble() / planned).coerceIn(0.0, 1.0)
     }
 
-    /** Ends the running scenario (and any later one run with this monitor); its `rdma { }` throws a CancellationException. */
+    /**
+     * Ends the running scenario (and any later one run with this monitor); its `rdma { }` throws a
+     * CancellationException. [reason] is what the peer reads: `the client was <reason>`.
+     */
     public fun cancel(reason: String = "cancelled") {
+        cancelReason = reason
         cancelled = true
         job?.cancel(CancellationException(reason))
     }
 
+    /** The [cancel] reason given, null before. */
+    @Volatile
+    internal var cancelReason: String? = null
+        private set
+
     internal fun attach(job: Job) {
         this.job = job
+        failure = null
+        failedAtNanos = 0L
+        blockEnded = false
         if (cancelled) job.cancel(CancellationException("cancelled"))
+    }
+
+    /**
+     * The running scenario's failure, as soon as this side knows it (the peer's included), while
+     * its `rdma { }` block may still be ending; null when it has none. Reset when the next starts.
+     */
+    @Volatile
+    public var failure: Throwable? = null
+        private set
+
+    @Volatile
+    private var failedAtNanos = 0L
+
+    @Volatile
+    private var blockEnded = false
+
+    /**
+     * How long the `rdma { }` block has kept running since its scenario failed, in ns; 0 when it
+     * has not failed or the block ended. A failure cancels the block, which ends at its next
+     * suspension point; one that keeps running is busy in its own code (a loop that never
+     * suspends), which no cancellation reaches: a launcher then gives up on it ([failure]).
+     */
+    public fun runningAfterFailureNanos(): Long {
+        val at = failedAtNanos
+        return if (at == 0L || blockEnded) 0L else maxOf(1L, System.nanoTime() - at)
+    }
+
+    internal fun failed(cause: Throwable) {
+        if (failure != null) return
+        failure = cause
+        failedAtNanos = System.nanoTime()
+    }
+
+    /** The scenario's block ended (its teardown follows): it is not running its own code any more. */
+    internal fun blockEnded() {
+        blockEnded = true
     }
 
     internal fun detach(job: Job) {

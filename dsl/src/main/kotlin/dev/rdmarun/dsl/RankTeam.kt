@@ -231,7 +231,7 @@ internal class RankTeam private constructor(
                     }
                     is Peer.Connect -> {
                         val c = try {
-                            opened(ControlClient.connect(at, timeout, keepWaiting))
+                            opened(ControlClient.connect(at, timeout, keepTrying = keepWaiting))
                         } catch (e: RdmaTimeoutException) {
                             // ControlClient's hint speaks of --listen; rank 0 may also have ended already.
                             throw RdmaTimeoutException("rank ${ranks.rank} found no rank 0 at ${printable(at.host, 80)}:${at.port} within $timeout: " +

@@ -54,7 +54,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
                     try {
                         awaitCancellation()
                     } finally {
-                        if (!finished) session?.fail(CancellationException("the ${role().label} was cancelled"))
+                        if (!finished) session?.fail(ScenarioCancelled("the ${role().label} was ${options.monitor?.cancelReason ?: "cancelled"}"))
                     }
                 }
                 try {
@@ -160,7 +160,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     // ---- settings ----
 
     override fun setting(call: String, sizeGiven: Boolean, change: (ScenarioSettings) -> ScenarioSettings) {
-        if (connectCalled) throw ScenarioException("$call after connect(peer): settings come before connect(peer)")
+        if (connectCalled) throw ScriptCallException("$call after connect(peer): settings come before connect(peer)")
         settings = change(settings)
         if (sizeGiven) bufferSizeSet = true
     }
@@ -183,7 +183,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
     // ---- connect ----
 
     override suspend fun connect(peer: Peer) {
-        if (connectCalled) throw ScenarioException("connect() is called twice: a scenario has one control connection")
+        if (connectCalled) throw ScriptCallException("connect() is called twice: a scenario has one control connection")
         connectCalled = true
         val effective = options.overrides.applyTo(StandardParameters.applyTo(settings, options.parameters, bufferSizeSet))
         settings = effective
@@ -198,14 +198,14 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         if (checkOnly) throw CheckStop
         val s = Session(plan, polling, options.monitor, options.token, options.softTransport, pairing)
         session = s
-        s.runJob = currentCoroutineContext().job
+        s.runJob = currentCoroutineContext().job.also { job -> options.monitor?.let { m -> job.invokeOnCompletion { m.blockEnded() } } }
         s.progress.dispatcher = currentCoroutineContext()[ContinuationInterceptor] as? VerbsDispatcher
         s.connect()
     }
 
     private fun connected(what: String): Session {
         if (checkOnly && connectCalled) throw CheckStop // a script that caught the stop goes no further
-        return session ?: throw ScenarioException("$what before connect(peer): operations need the peer's QPs, connect first")
+        return session ?: throw ScriptCallException("$what before connect(peer): operations need the peer's QPs, connect first")
     }
 
     private fun drivers(what: String): List<QpDriver> = connected(what).drivers
@@ -214,7 +214,7 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
 
     override suspend fun <T> qp(index: Int, block: suspend QpScope.() -> T): T {
         val d = drivers("qp($index) { }")
-        if (index !in d.indices) throw ScenarioException("qp($index) is outside 0..${d.size - 1} (qps(${d.size}))")
+        if (index !in d.indices) throw ScriptCallException("qp($index) is outside 0..${d.size - 1} (qps(${d.size}))")
         return d[index].block()
     }
 
@@ -245,3 +245,6 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
         val PLACEHOLDER_PEER: Peer = Peer.Listen(Peer.DEFAULT_PORT)
     }
 }
+
+/** The scenario's caller cancelled it (a launcher's Ctrl-C: [ScenarioMonitor.cancel]); [message] says so to the peer. */
+internal class ScenarioCancelled(message: String) : CancellationException(message)

@@ -156,10 +156,8 @@ internal class Session(
                             accepted.connection.handshakeDeadline(deadlineAfterNanos(timeoutNanos, accepted.acceptedAt))
                             accepted.connection
                         }
-                        is Peer.Connect -> ControlClient.connect(peer, settings.timeout) { coroutine.isActive }.also {
-                            control = it
-                            fabricKey = it.authenticate(credentials)
-                        }
+                        is Peer.Connect -> ControlClient.authenticated(peer, settings.timeout, credentials, { coroutine.isActive }) { control = it }
+                            .let { (connection, key) -> fabricKey = key; connection }
                     }
                     coroutine.ensureActive() // likewise for the connection
                     val remote = c.exchangeHellos(verbs.hello(), Handshake.Expected(settings.qps, settings.recvDepth, settings.dataBytes))
@@ -232,6 +230,7 @@ internal class Session(
      */
     fun fail(cause: Throwable) {
         if (!failureRef.compareAndSet(null, cause)) return
+        monitor?.failed(cause)
         runJob?.cancel(CancellationException(cause.message, cause))
         try {
             polling.execute { drivers.forEach { it.abort(cause) } }
@@ -344,11 +343,12 @@ internal class Session(
         return sent
     }
 
-    /** Tells the peer why this side failed (it may not know yet); what [script]'s own code threw (its own withTimeout too), with its line. */
-    fun tellPeer(cause: Throwable, script: ScriptSource?) {
-        val cancelled = cause is CancellationException && cause !is TimeoutCancellationException
-        control?.trySend(Failure(if (cancelled) "the ${role.label} was cancelled" else describeFailure(cause, script).lineSequence().first()))
-    }
+    /** Tells the peer why this side failed: what [script]'s code threw, with its line; a cancellation in the caller's words, never kotlinx's. */
+    fun tellPeer(cause: Throwable, script: ScriptSource?) = control?.trySend(Failure(when {
+        cause is ScenarioCancelled -> cause.message.orEmpty()
+        cause is CancellationException && cause !is TimeoutCancellationException -> "the ${role.label} was cancelled"
+        else -> describeFailure(cause, script).lineSequence().first()
+    }))
 
     fun parameter(name: String): String? = plan.parameters[name]
 

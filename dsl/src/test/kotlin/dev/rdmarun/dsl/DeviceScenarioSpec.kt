@@ -18,6 +18,7 @@ import java.lang.foreign.ValueLayout
 import java.net.ServerSocket
 import kotlin.math.roundToLong
 import kotlin.time.Duration.Companion.seconds
+import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
 import kotlinx.coroutines.coroutineScope
@@ -93,6 +94,43 @@ class DeviceScenarioSpec : FunSpec({
             }
             seen.toList() shouldBe listOf(0.0, 0.25, 0.5, 0.75)
             monitor.fractionDone() shouldBe null // nothing runs any more
+        }
+
+        test("--set warmup=N: the peer's warm-up messages that arrive after this side's warm-up are the warm-up's, not measured ($device)") {
+            // The design card's loop on 4 QPs: sends that no receive() takes, both ways.
+            val (server, client) = pair(mapOf(StandardParameters.WARMUP to "100", "iterations" to "500")) {
+                qps(4)
+                connect(peer)
+                forEachQp {
+                    repeat {
+                        send()
+                        awaitCompletion()
+                    }
+                }
+            }
+            // The peer's warm-up messages still on their way were counted as measured: 2106 and 2140 in a stranger's run.
+            client.getOrThrow().total.messagesReceived shouldBe 2000L
+            server.getOrThrow().total.messagesReceived shouldBe 2000L
+        }
+
+        test("a client its launcher cancels (Ctrl-C) is said so to the server in the launcher's words, not as kotlinx's cancellation ($device)") {
+            val port = freePort()
+            val monitor = ScenarioMonitor()
+            fun options(peer: Peer, monitor: ScenarioMonitor?) =
+                RdmaOptions(parameters = mapOf("warmup" to "0", "preflight" to "0"), overrides = SettingsOverrides(device = device), peer = peer, monitor = monitor)
+            val block: suspend ScenarioScope.() -> Unit = {
+                timeout(30.seconds)
+                connect(peer)
+                if (isClient) monitor.cancel("interrupted") // as the launcher's Ctrl-C does, from its own thread
+                barrier()
+            }
+            coroutineScope {
+                val server = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.listen(port), null), block) } }
+                val client = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.connect("127.0.0.1", port), monitor), block) } }
+                client.await().exceptionOrNull().shouldBeInstanceOf<CancellationException>()
+                // It used to read "the client was cancelled", whatever the launcher's reason.
+                server.await().exceptionOrNull()!!.message shouldBe "the client failed: the client was interrupted"
+            }
         }
 
         test("every operation kind moves the right bytes, with signalEvery, inline data and per-QP CQs ($device)") {
@@ -814,7 +852,7 @@ class DeviceScenarioSpec : FunSpec({
                 server.getOrThrow().warmup.map { it.rounds } shouldBe client.getOrThrow().warmup.map { it.rounds }
             }
 
-            test("--set warmup=0 runs no warm-up and says so; warmup=N runs exactly N, agreed by nobody ($device)") {
+            test("--set warmup=0 runs no warm-up and says so; warmup=N runs exactly N, not watched for the JIT ($device)") {
                 val block: suspend ScenarioScope.() -> Unit = {
                     connect(peer)
                     qp(0) {

@@ -164,6 +164,33 @@ class KotlinConventionsSpec : FunSpec({
             "(is a server listening on port $port, and still waiting for its client?)"
     }
 
+    test("a client whose connection the server drops before its proof (a flood of strangers) connects again and completes") {
+        val port = freePort()
+        ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress()).use { front ->
+            // In front of the server: the first connection is closed after its intro without a
+            // word, as a server under a flood closes its oldest one; the next is relayed.
+            Thread.ofPlatform().daemon(true).start {
+                runCatching {
+                    front.accept().use { it.getInputStream().read(ByteArray(64)) }
+                    val client = front.accept()
+                    val server = java.net.Socket("127.0.0.1", port)
+                    Thread.ofPlatform().daemon(true).start { runCatching { client.getInputStream().transferTo(server.getOutputStream()) } }
+                    runCatching { server.getInputStream().transferTo(client.getOutputStream()) }
+                }
+            }
+            val (server, client) = coroutineScope {
+                val s = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.listen(port))) { timeout(20.seconds); connect(peer); barrier() } } }
+                val c = async(Dispatchers.IO) {
+                    runCatching { rdmaScope(options(Peer.connect("127.0.0.1", front.localPort))) { timeout(20.seconds); connect(peer); barrier() } }
+                }
+                s.await() to c.await()
+            }
+            // It used to end the client at once: "the peer closed the control connection while this side waited for ..."
+            client.getOrThrow()
+            server.getOrThrow()
+        }
+    }
+
     test("awaitCompletions(n) returns all n completions, oldest first, and fails at the call beyond what is outstanding") {
         var all: Any? = null // Any: the old awaitCompletions returned only the last completion
         var none: Any? = null

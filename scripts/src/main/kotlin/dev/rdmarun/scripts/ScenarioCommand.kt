@@ -368,6 +368,10 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     private var scriptSource: ScriptSource? = null
 
     private fun failed(cause: Throwable): CommandFailure {
+        if (cause is StuckScenarioException) {
+            val f = failed(cause.cause!!)
+            return CommandFailure(f.message + STILL_RUNNING, cause = f.cause, namesFile = f.namesFile)
+        }
         val source = scriptSource ?: ScriptSource(script.path, script.name)
         return CommandFailure(describeFailure(cause, source), cause = cause, namesFile = scriptLine(cause, source) != null)
     }
@@ -380,12 +384,20 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             sampler(label ?: "run", monitor).use { sampler ->
                 withProgress(listOf((label ?: "run") to monitor), options.parameters) {
                     interruption().blockingOn(Closeable { monitor.cancel("interrupted") }) {
-                        // Rank 0 of a run of ranks: the other ranks' pairs join its own in the JSON, and its summary follows them.
-                        evaluate(host, compiled, options.copy(monitor = monitor, pairMonitors = pairs::monitor),
-                            onRanks = { ranks -> ran++; results.gathered(ranks) }) { result ->
-                            ran++
-                            results.show(results.ended(result, result.pair?.let { pairs.sampler(it) } ?: sampler), deferServer = false)
+                        // On a thread of its own, as each side of --loopback: a script busy in its
+                        // own code after its scenario failed is given up on, not waited for.
+                        var outcome: Result<Throwable?> = Result.success(null)
+                        val thread = Thread.ofPlatform().name("rdma-run-${label ?: "run"}-script").start {
+                            // Rank 0 of a run of ranks: the other ranks' pairs join its own in the JSON, and its summary follows them.
+                            outcome = runCatching {
+                                evaluate(host, compiled, options.copy(monitor = monitor, pairMonitors = pairs::monitor),
+                                    onRanks = { ranks -> ran++; results.gathered(ranks) }) { result ->
+                                    ran++
+                                    results.show(results.ended(result, result.pair?.let { pairs.sampler(it) } ?: sampler), deferServer = false)
+                                }
+                            }
                         }
+                        awaitOrGiveUp(thread, monitor) ?: outcome.getOrThrow()
                     }
                 }
             }
@@ -425,6 +437,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             if (d.isSoftware()) "${d.name()} (rdma-run's software emulation: this machine has no RDMA device)"
             else "${d.name()} (the first RDMA device)"
     }
+
+    /**
+     * After the sentence of a side given up on ([StuckScenarioWatch]): why it ends although its
+     * script has not.
+     */
+    private val STILL_RUNNING = "; this side's script kept running in its own code after that (a loop that never " +
+        "suspends, which cancelling does not stop): it was left behind"
 
     /**
      * What is wrong with an output file (`--json`, `--histogram`), or null: checked before the
@@ -488,7 +507,13 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
                 }
             }
             interruption().blockingOn(Closeable { sides.forEach { it.monitor.cancel("interrupted") } }) {
-                sides.forEach { it.thread.join() }
+                for (side in sides) {
+                    // A side busy in its own code after its scenario failed: said here, its thread never will.
+                    awaitOrGiveUp(side.thread, side.monitor)?.let { stuck ->
+                        side.failure = stuck
+                        if (!interruption().requested) reportFailure(side.label, stuck)
+                    }
+                }
             }
         } }
         interruption().check()

@@ -16,6 +16,7 @@ import io.kotest.matchers.string.shouldStartWith
 import java.io.File
 import java.net.ServerSocket
 import java.nio.file.Files
+import kotlin.time.Duration.Companion.seconds
 
 /**
  * `rdma-run FILE.main.kts`: the command line, --check (which compiles, plans and validates without
@@ -390,6 +391,34 @@ class ScenarioCommandSpec : FunSpec({
         sentences.drop(1).single() shouldContain "(server): the client failed: the client waited 1s"
     }
 
+    // Without the fix the run never returns: the timeout fails the test.
+    test("a side busy in its own code after its scenario failed is given up on: one sentence, exit 1, not a hang").config(timeout = 60.seconds) {
+        // The server never suspends, so the peer's failure cannot cancel it: the launcher used to
+        // wait for it forever. The flag file ends the loop once the run has returned (the test's JVM).
+        val flag = File(dir, "busy-done")
+        val busy = script("busy-loopback.main.kts", """
+            import dev.rdmarun.dsl.*
+
+            rdma {
+                connect(peer)
+                qp(0) {
+                    if (isClient) receive()
+                    else while (!java.io.File("${flag.path}").exists()) { }
+                }
+            }
+        """.trimIndent())
+        val result = try {
+            run(busy.path, "--loopback", "-d", SOFT0, "--timeout", "1s", "--set", "preflight=0")
+        } finally {
+            flag.createNewFile()
+        }
+        withClue("busy", result) { result.statusCode shouldBe 1 }
+        result.stderr shouldContain "(client): the client waited 1s for a message in receive() on QP 0"
+        result.stderr shouldContain "(server): the client failed: the client waited 1s"
+        result.stderr shouldContain "this side's script kept running in its own code after that (a loop that never suspends, " +
+            "which cancelling does not stop): it was left behind"
+    }
+
     /**
      * A script (rdma { [body] }) whose server fails at [line]: the server says [said] there (and
      * [hint] on the next line), the client that the server failed with the same words.
@@ -419,6 +448,12 @@ class ScenarioCommandSpec : FunSpec({
             "        server { measureRoundTrip(\"x\") { } }\n    }\n    barrier()\n", 7,
             "measureRoundTrip(\"x\"): section x was measured with measure already, " +
                 "and a name keeps one kind for the whole scenario, on every QP: give this one another name")
+    }
+
+    test("a DSL call out of order or out of range is reported at the script's line, on both sides of --loopback") {
+        failsAtLine("qp-outside.main.kts", "    connect(peer)\n    server { qp(5) { } }\n    barrier()\n", 5, "qp(5) is outside 0..0 (qps(1))")
+        failsAtLine("late-setting.main.kts", "    connect(peer)\n    server { qps(3) }\n    barrier()\n", 5,
+            "qps(3) after connect(peer): settings come before connect(peer)")
     }
 
     test("an operation whose arguments the engine refuses is reported at the script's line, with its hint, on both sides") {
