@@ -21,7 +21,7 @@ internal object ControlServer {
             bind(InetSocketAddress(peer.bindAddress?.let { InetAddress.getByName(it) }, peer.port))
         }
     } catch (e: IOException) {
-        throw ScenarioException("cannot listen on TCP port ${peer.port}: ${e.message}", e)
+        throw ScenarioException("cannot listen on ${peer.bindAddress?.let { "${printable(it, 80)} " } ?: ""}TCP port ${peer.port}: ${e.message}", e)
     }
 
     /** At most this many accepted connections are judged at once; a newer one closes the oldest. */

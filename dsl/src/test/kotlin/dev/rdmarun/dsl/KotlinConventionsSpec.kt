@@ -164,6 +164,15 @@ class KotlinConventionsSpec : FunSpec({
             "(is a server listening on port $port, and still waiting for its client?)"
     }
 
+    test("a server that cannot bind its address names the address, not only the port") {
+        val port = freePort()
+        val e = shouldThrow<ScenarioException> {
+            // 192.0.2.1 (TEST-NET-1) is no address of this host.
+            rdmaScope(options(Peer.listen(port, "192.0.2.1"))) { connect(peer) }
+        }
+        e.message shouldStartWith "cannot listen on 192.0.2.1 TCP port $port: "
+    }
+
     test("a client whose connection the server drops before its proof (a flood of strangers) connects again and completes") {
         val port = freePort()
         ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress()).use { front ->

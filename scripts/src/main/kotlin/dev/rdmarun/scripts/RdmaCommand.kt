@@ -3,6 +3,7 @@ package dev.rdmarun.scripts
 import com.github.ajalt.clikt.core.CliktCommand
 import com.github.ajalt.clikt.core.CliktError
 import com.github.ajalt.clikt.core.ProgramResult
+import com.github.ajalt.clikt.core.UsageError
 import com.github.ajalt.clikt.core.findOrSetObject
 import com.github.ajalt.clikt.core.terminal
 import dev.rdmarun.runtime.VerbsException
@@ -61,7 +62,10 @@ abstract class RdmaCommand(name: String) : CliktCommand(name = name) {
         try {
             execute()
         } catch (e: CliktError) {
-            throw e // usage errors and exit codes: clikt reports them
+            // Usage errors and exit codes: clikt reports them. One found after parsing gets this
+            // command's usage line, not the top-level one clikt gives an error without a context.
+            if (e is UsageError && e.context == null) e.context = currentContext
+            throw e
         } catch (e: VerbsException) {
             fail(oneLine(e), e, ExitStatus.FAILURE)
         } catch (e: UnsatisfiedLinkError) {

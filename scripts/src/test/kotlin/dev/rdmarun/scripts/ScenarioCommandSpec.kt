@@ -257,6 +257,15 @@ class ScenarioCommandSpec : FunSpec({
         run(File(dir, "absent.main.kts").path).stderr shouldContain "does not exist"
     }
 
+    test("a usage error found after parsing shows the run command's usage line, not the top-level one") {
+        val result = run(parameterized.path, "-p", "18601")
+        result.statusCode shouldBe 1
+        result.stderr shouldContain "-p/--port 18601 is the TCP port of --listen, --peer, --loopback or --rendezvous"
+        // It showed "Usage: rdma-run [<options>] <command> [<args>]...", whose <command> the user had given.
+        result.stderr shouldContain "Usage: rdma-run run "
+        result.stderr shouldNotContain "<command>"
+    }
+
     test("a script that does not compile gives file:line:col errors and exit 2") {
         val broken = script("broken.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    qps(\"four\")\n    connect(peer)\n}\n")
         val result = run(broken.path, "--check")
