@@ -439,7 +439,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     }
 
     /**
-     * After the sentence of a side given up on ([StuckScenarioWatch]): why it ends although its
+     * After the sentence of a side given up on ([awaitOrGiveUp]): why it ends although its
      * script has not.
      */
     private val STILL_RUNNING = "; this side's script kept running in its own code after that (a loop that never " +

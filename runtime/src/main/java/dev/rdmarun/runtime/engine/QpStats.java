@@ -182,15 +182,18 @@ public final class QpStats {
      * time, taken without a branch (one taken once per phase is the kind C2 compiles as a trap).
      */
     static long firstOf(long n, long first, long nanos, long kept) {
-        long d = n - first;
-        long mask = ((d | -d) >>> 63) - 1; // all ones when n == first, else 0
-        return kept ^ ((kept ^ nanos) & mask);
+        return kept ^ ((kept ^ nanos) & -same(n, first)); // -1 is all ones: nanos when n == first
+    }
+
+    /** 1 when {@code a == b}, else 0, without a branch. */
+    static long same(long a, long b) {
+        long d = a - b;
+        return ((d | -d) >>> 63) ^ 1;
     }
 
     /** 1 when {@code seq} is the measured phase's first work request, else 0 (no branch). */
     long isFirstPost(long seq) {
-        long d = seq - firstPostSeq;
-        return ((d | -d) >>> 63) ^ 1;
+        return same(seq, firstPostSeq);
     }
 
     /** A message arrived at {@code nanos} (its poll's clock), {@code length} bytes: counted, and timed when first. */
