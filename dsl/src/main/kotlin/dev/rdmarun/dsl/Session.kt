@@ -346,7 +346,7 @@ internal class Session(
     /** Tells the peer why this side failed: what [script]'s code threw, with its line; a cancellation in the caller's words, never kotlinx's. */
     fun tellPeer(cause: Throwable, script: ScriptSource?) = control?.trySend(Failure(when {
         cause is ScenarioCancelled -> cause.message.orEmpty()
-        cause is CancellationException && cause !is TimeoutCancellationException -> "the ${role.label} was cancelled"
+        cause is CancellationException && cause !is TimeoutCancellationException -> "the ${role.label} was ${monitor?.cancelReason ?: "cancelled"}"
         else -> describeFailure(cause, script).lineSequence().first()
     }))
 
