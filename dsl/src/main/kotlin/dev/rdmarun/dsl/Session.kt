@@ -184,7 +184,7 @@ internal class Session(
                     },
                     heartbeat = { progress.progressReport() },
                 )
-                startNanos = System.nanoTime()
+                startNanos = System.nanoTime().also { warmup.measuringFrom() }
                 monitor?.running(drivers.map { it.engine.stats() }, drivers.map { it.rounds } + scenarioRounds, startNanos)
             } finally {
                 settingUp = false

@@ -9,7 +9,8 @@ import kotlinx.serialization.Serializable
 /**
  * What a `repeat { }` or `runFor` did before it measured, as the results show it (table and JSON).
  * [mode] is `auto` (rounds until the JIT was quiet, the default), `fixed` (`--set warmup=N`
- * iterations) or `none` (`--set warmup=0`: the figures include this loop's JIT warm-up).
+ * iterations), `none` (`--set warmup=0`: the figures include this loop's JIT warm-up) or `noLoop`
+ * (the side moved data without any such loop, and its figures include the JIT's warm-up).
  */
 @Serializable
 public data class WarmupSummary(
@@ -41,6 +42,8 @@ public data class WarmupSummary(
         val where = if (qp == null) "" else " on QP $qp"
         val what = when (mode) {
             MODE_NONE -> "none (--set warmup=0): the figures include this loop's JIT warm-up"
+            MODE_NO_LOOP -> "none: this side measured without a repeat { } or runFor loop, so the figures include the JIT's warm-up " +
+                "(write the measured loop as repeat { } to have it warmed up)"
             MODE_FIXED -> "$iterationsPerRound iterations in ${seconds()} (--set warmup=$iterationsPerRound), not watched for the JIT"
             else -> "$rounds rounds of $iterationsPerRound in ${seconds()}, " + if (quiet) {
                 "until no compilation for ${JitQuiet.QUIET_NANOS / 1_000_000_000.0} s"
@@ -62,6 +65,9 @@ public data class WarmupSummary(
         public const val MODE_AUTO: String = "auto"
         public const val MODE_FIXED: String = "fixed"
         public const val MODE_NONE: String = "none"
+
+        /** No `repeat { }` or `runFor` on a side that moved data: a hand-written loop, measured cold. */
+        public const val MODE_NO_LOOP: String = "noLoop"
 
 
         /** The warm-up ends after this long even if the JIT still compiles (under emulation one C2 compilation takes seconds). */

@@ -1,5 +1,6 @@
 package dev.rdmarun.dsl
 
+import java.lang.management.ManagementFactory
 import java.util.Collections
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicLong
@@ -39,8 +40,28 @@ internal class WarmupRounds(private val session: Session) {
         warmups += summary
     }
 
-    /** Every loop's warm-up, the scenario block's first, then by QP. */
-    fun summaries(): List<WarmupSummary> = warmups.sortedWith(compareBy(nullsFirst()) { it.qp })
+    /** The JIT's compile time and the JVM's uptime when the measured phase began (after `connect(peer)`): for a side without a loop. */
+    private var compiledAtStart: Long? = null
+    private var uptimeAtStart = -1L
+
+    /** The measured phase begins (the end of `connect(peer)`). */
+    fun measuringFrom() {
+        compiledAtStart = JitQuiet.totalCompilationMillis()
+        uptimeAtStart = ManagementFactory.getRuntimeMXBean().uptime
+    }
+
+    /**
+     * Every loop's warm-up, the scenario block's first, then by QP. A side that moved or measured
+     * something without any `repeat { }` or `runFor` (a hand-written loop) gets one summary of
+     * mode [WarmupSummary.MODE_NO_LOOP], so its results say that the figures are cold.
+     */
+    fun summaries(): List<WarmupSummary> {
+        if (warmups.isEmpty() && drivers.any { d -> d.engine.stats().let { it.operations() > 0 || it.messagesReceived() > 0 } }) {
+            val during = compiledAtStart?.let { at -> JitQuiet.totalCompilationMillis()?.minus(at) } ?: -1
+            return listOf(WarmupSummary(null, WarmupSummary.MODE_NO_LOOP, 0, 0, 0, compileMillisMeasured = during, jvmUptimeMillis = uptimeAtStart))
+        }
+        return warmups.sortedWith(compareBy(nullsFirst()) { it.qp })
+    }
 
     /** On the reader thread: the peer ended a warm-up round. Checked before use: it may not be rdma-run. */
     fun roundReport(r: Round) {

@@ -788,6 +788,24 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("a side that measures in a hand-written loop, without repeat { }, says that its figures are cold ($device)") {
+            // A user's own `for` loop gets no warm-up: without this line its figures read as steady ones.
+            val (server, client) = pair(mapOf("warmup" to "auto")) {
+                connect(peer)
+                qp(0) {
+                    client { for (i in 0 until 20) { send(); awaitCompletion() } }
+                    server { for (i in 0 until 20) receive() }
+                }
+            }
+            for (side in listOf(server.getOrThrow(), client.getOrThrow())) {
+                val w = side.warmup.single()
+                w.mode shouldBe WarmupSummary.MODE_NO_LOOP
+                w.qp shouldBe null
+                (w.jvmUptimeMillis > 0) shouldBe true
+                side.table() shouldContain "warm-up: none: this side measured without a repeat { } or runFor loop, so the figures include the JIT's warm-up"
+            }
+        }
+
         // The automatic warm-up on soft0: under emulation each one runs to its 30 s bound. On rxe0 the
         // VM's script cases (pingpong-lat's agreed rounds, the card's exact counts) show it.
         if (device == "soft0") {
