@@ -18,6 +18,7 @@ import dev.rdmarun.runtime.QueuePairConfig
 import dev.rdmarun.runtime.RtrAttributes
 import dev.rdmarun.runtime.RtsAttributes
 import dev.rdmarun.runtime.SoftTransport
+import dev.rdmarun.runtime.VerbsException
 import dev.rdmarun.runtime.engine.QpEngine
 import java.security.SecureRandom
 import java.util.EnumSet
@@ -111,9 +112,15 @@ internal class ScenarioVerbs(
             val data = protection.registerMemory(s.dataBytes, plan.dataAccess).also { mrs.add(it) }
             val recv = protection.registerMemory(engine.receiveRegionBytes(), EnumSet.of(Access.LOCAL_WRITE)).also { mrs.add(it) }
             val cq = cqs[if (s.cqMode == CqMode.SHARED) 0 else i]
-            val qp = protection.createQueuePair(QueuePairConfig.rc(cq)
-                .withDepth(engine.sendQueueDepth(), s.recvDepth)
-                .withMaxInlineData(s.inlineThreshold))
+            val qp = try {
+                protection.createQueuePair(QueuePairConfig.rc(cq)
+                    .withDepth(engine.sendQueueDepth(), s.recvDepth)
+                    .withMaxInlineData(s.inlineThreshold))
+            } catch (e: VerbsException) {
+                // The device does not say which attribute it refused: name the settings that set them (and their flags).
+                throw ScenarioException("QP $i cannot be created on $deviceName with inlineThreshold ${s.inlineThreshold} (-I), " +
+                    "sendDepth ${s.sendDepth} (-t) and recvDepth ${s.recvDepth}: ${e.message}", e, e.hint())
+            }
             queuePairs.add(qp)
             qp.modifyToInit(s.port, plan.qpAccess)
             psns[i] = random.nextInt(1 shl 24)

@@ -935,6 +935,14 @@ class DeviceScenarioSpec : FunSpec({
             for (side in listOf(s2, c2)) side.exceptionOrNull()!!.message shouldBe "parameter preflight must be auto or 0 (none), not 'yes'"
         }
 
+        test("a QP the device refuses names the settings that shaped it, with their flags ($device)") {
+            // It was only the verbs' errno sentence ("ibv_create_qp(RC) failed: Invalid argument"), which names no setting.
+            val (server, client) = pair { inlineThreshold(100_000); connect(peer) }
+            for (side in listOf(server, client)) {
+                side.exceptionOrNull()!!.message shouldStartWith "QP 0 cannot be created on $device with inlineThreshold 100000 (-I), sendDepth "
+            }
+        }
+
         test("a failure on one QP ends the others' waits at once, and both sides hear the cause ($device)") {
             val (server, client) = pair {
                 qps(2)

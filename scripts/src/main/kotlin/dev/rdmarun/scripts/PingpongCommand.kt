@@ -68,10 +68,10 @@ class PingpongCommand : RdmaCommand("pingpong") {
         .int().restrictTo(0..15).default(0)
     private val peerTimeout by option("--peer-timeout", metavar = "DURATION",
         help = "Give up when the peer does not connect, answer, or complete a message for this long " +
-            "(whole seconds, or a duration like 30s, 2m, 500ms; default 60s)")
+            "(whole seconds, or a duration like 30s, 2m, 500ms; 1ms to 7d; default 60s)")
         .convert { text -> usage { ScenarioCommand.parseTimeout(text) } }.default(60.seconds)
     private val timeout by option("--timeout", metavar = "DURATION",
-        help = "Give up when the whole run takes longer (whole seconds, or a duration like 30s, 2m, 500ms; default: no limit)")
+        help = "Give up when the whole run takes longer (whole seconds, or a duration like 30s, 2m, 500ms; 1ms to 7d; default: no limit)")
         .convert { text -> usage { ScenarioCommand.parseTimeout(text) } }
     private val host by argument("HOST", help = "Server to connect to; without it, wait for a client").optional()
 
@@ -96,6 +96,13 @@ class PingpongCommand : RdmaCommand("pingpong") {
             val port = ctx.queryPort(ibPort)
             if (port.state() != PortAttributes.PortState.ACTIVE) {
                 throw CommandFailure("port $ibPort of ${ctx.deviceName()} is ${port.state()}, not ACTIVE (check the link and `ibv_devinfo -d ${ctx.deviceName()}`)")
+            }
+            // What the device cannot take is said with the flag that asked for it, before any verbs object exists.
+            val attributes = ctx.queryDevice()
+            if (rxDepth > attributes.maxQpWr) throw CommandFailure("-r $rxDepth (--rx-depth) is more than ${ctx.deviceName()}'s max_qp_wr ${attributes.maxQpWr}")
+            if (rxDepth + 1 > attributes.maxCqe) throw CommandFailure("-r $rxDepth (--rx-depth) needs a CQ of ${rxDepth + 1} entries, more than ${ctx.deviceName()}'s max_cqe ${attributes.maxCqe}")
+            if (size.toLong() > port.maxMessageSize()) {
+                throw CommandFailure("-s $size (--size) is more than max_msg_sz ${port.maxMessageSize()} of ${ctx.deviceName()} port $ibPort")
             }
             val roce = port.linkLayer() == PortAttributes.LinkLayer.ETHERNET
             if (!roce && port.lid() == 0) {

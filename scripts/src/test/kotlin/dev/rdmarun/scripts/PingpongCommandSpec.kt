@@ -105,6 +105,16 @@ class PingpongCommandSpec : FunSpec({
         bad.stderr shouldContain "'4X' is not a size like 4096, 4K or 1M"
     }
 
+    test("-r and -s beyond the device's limits are one sentence naming the flag, before anything is made or waited for") {
+        // They were the verbs' errno sentence of ibv_create_qp or ibv_post_recv, which named no flag.
+        val deep = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-p", freePort().toString(), "-r", "100000"))
+        deep.statusCode shouldBe 1
+        deep.stderr shouldContain "-r 100000 (--rx-depth) is more than soft0's max_qp_wr 16384"
+        val big = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-p", freePort().toString(), "-s", "16777217"))
+        big.statusCode shouldBe 1
+        big.stderr shouldContain "-s 16777217 (--size) is more than max_msg_sz 16777216 of soft0 port 1"
+    }
+
     /** ibv_rc_pingpong's four stdout lines; returns (local, remote) addresses. */
     fun checkStdout(result: CliktCommandTestResult): Pair<String, String> {
         val lines = result.stdout.trimEnd('\n').lines()
