@@ -3,6 +3,7 @@ package dev.rdmarun.scripts
 import com.github.ajalt.clikt.core.ProgramResult
 import dev.rdmarun.dsl.LatencySummary
 import dev.rdmarun.dsl.RanksResult
+import dev.rdmarun.dsl.Role
 import dev.rdmarun.dsl.ScenarioResult
 import dev.rdmarun.runtime.VerbsException
 import java.io.File
@@ -123,12 +124,17 @@ internal class RunResults(
 
     /**
      * One .hgrm per run that has a latency: FILE for the first, FILE-2, FILE-3... (before the
-     * extension) for the next ones. A measureRoundTrip section is written one way (each round trip
-     * halved), the figure the table leads with, so that the file and the table agree.
+     * extension) for the next ones, in an order that does not depend on which side ended first:
+     * a sweep's sizes in the order they ran, within each the pairs by rank and peer rank, then the client before
+     * the server (`--loopback`'s FILE is the client's). A measureRoundTrip section is written one
+     * way (each round trip halved), the figure the table leads with, so that the file and the
+     * table agree.
      */
     private fun writeHistograms(file: File, runs: List<ResultsRun>) {
+        val labels = runs.map { it.label }.distinct()
+        val ordered = runs.sortedWith(compareBy({ labels.indexOf(it.label) }, { it.end.pair?.rank ?: 0 }, { it.end.pair?.peerRank ?: 0 }, { if (it.role == Role.CLIENT.label) 0 else 1 }))
         var written = 0
-        for (run in runs) {
+        for (run in ordered) {
             val (name, latency) = run.end.sections.toSortedMap().entries.firstOrNull()?.toPair()
                 ?: run.end.total.latency?.let { "work requests" to it } ?: continue
             val encoded = latency.histogram ?: continue

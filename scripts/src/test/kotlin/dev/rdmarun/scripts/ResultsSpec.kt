@@ -215,8 +215,9 @@ class ResultsSpec : FunSpec({
         result.statusCode shouldBe 0
         val rtt = ResultsDocument.parse(result.stdout).runs.single { it.role == "client" }.end.sections.getValue("rtt")
         rtt.roundTrip shouldBe true
-        // One file per run, in the order the runs ended: the client's is the one that names it.
-        val text = listOf(hgrm, File(dir, "rtt-2.hgrm")).map { it.readText() }.single { it.startsWith("# rdma-run rtt.main.kts: client") }
+        // One file per run, whichever side ended first: the client's is the one --histogram names, the server's FILE-2.
+        File(dir, "rtt-2.hgrm").readText() shouldStartWith "# rdma-run rtt.main.kts: server, latency work requests"
+        val text = hgrm.readText()
         text shouldStartWith "# rdma-run rtt.main.kts: client, latency rtt one way (half of each round trip), microseconds"
         // The median row: one way, as the table's t_typical (the round trips' p50 / 2); it was the round trip.
         val medianText = text.lines().map { it.trim().split(Regex("\\s+")) }.first { it.size >= 2 && it[1] == "0.500000000000" }[0]
