@@ -75,12 +75,7 @@ internal class IntervalSampler(
         }
         // The measured time starts at the first post or arrival: before it, nothing to sample.
         if (!t.started) return lines
-        val previous = lastTick ?: LiveTotals(0, 0, 0, 0, 0)
-        val dt = (t.elapsedNanos - previous.elapsedNanos) / 1e9
-        if (dt >= TICK_MS / 2000.0) {
-            val rate = busier(t, previous) / dt
-            peak = maxOf(peak ?: 0.0, rate)
-        }
+        sampleRate(lastTick ?: LiveTotals(0, 0, 0, 0, 0), t)?.let { peak = maxOf(peak ?: 0.0, it) }
         lastTick = t
         val every = intervalSeconds ?: return lines
         val from = lastInterval ?: LiveTotals(0, 0, 0, 0, 0)
@@ -163,14 +158,27 @@ internal class IntervalSampler(
         )
     }
 
-    private fun busier(to: LiveTotals, from: LiveTotals): Double =
-        maxOf(to.bytesSent - from.bytesSent, to.bytesReceived - from.bytesReceived).toDouble()
-
     private fun round3(x: Double) = Math.round(x * 1000) / 1000.0
 
     companion object {
         /** How often the totals are read for the peak bandwidth. */
         const val TICK_MS = 100L
+
+        /** The shortest span between two readings that counts for the peak (the clock of a reading lags its tick a little). */
+        const val MIN_PEAK_SECONDS = TICK_MS * 0.9 / 1000
+
+        /**
+         * The rate, bytes per second in the busier direction, from reading [previous] to [t]; null
+         * for a span shorter than [MIN_PEAK_SECONDS] (the sliver a reading after the traffic's end
+         * closes), whose rate is no peak.
+         */
+        fun sampleRate(previous: LiveTotals, t: LiveTotals): Double? {
+            val dt = (t.elapsedNanos - previous.elapsedNanos) / 1e9
+            return if (dt >= MIN_PEAK_SECONDS) busier(t, previous) / dt else null
+        }
+
+        private fun busier(to: LiveTotals, from: LiveTotals): Double =
+            maxOf(to.bytesSent - from.bytesSent, to.bytesReceived - from.bytesReceived).toDouble()
 
         /**
          * Said once per side instead of the rows of a run in which it moved nothing: no completion, no

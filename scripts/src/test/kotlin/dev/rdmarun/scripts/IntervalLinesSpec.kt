@@ -100,6 +100,14 @@ class IntervalLinesSpec : FunSpec({
             listOf("[SUM][RX-S]   0.00-1.00   sec  0.00 Bytes  0.00 bits/sec")
     }
 
+    test("a peak sample spans at least 90 ms: the sliver between the last sample and the traffic's end is none") {
+        // A stranger's run: the last 78 ms of a 291 ms run gave its "BW peak", well above every whole sample.
+        val at200 = LiveTotals(200_000_000, 200L shl 20, 0, 800, 0)
+        IntervalSampler.sampleRate(LiveTotals(100_000_000, 100L shl 20, 0, 400, 0), at200) shouldBe (1000.0 * (1 shl 20))
+        IntervalSampler.sampleRate(at200, LiveTotals(278_000_000, 300L shl 20, 0, 1200, 0)) shouldBe null
+        IntervalSampler.sampleRate(at200, LiveTotals(290_000_000, 290L shl 20, 0, 1160, 0)) shouldBe (1000.0 * (1 shl 20))
+    }
+
     test("the header comes before the first row, once, and again only when other output came between rows; a note once per key") {
         val printed = ArrayList<String>()
         val output = IntervalOutput { printed += it }
