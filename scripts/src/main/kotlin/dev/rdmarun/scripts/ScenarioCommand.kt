@@ -456,7 +456,20 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
             f.isDirectory -> "$f is a folder"
             dir == null || !dir.isDirectory -> "the folder of $f does not exist"
             !dir.canWrite() || (f.exists() && !f.canWrite()) -> "$f is not writable"
-            else -> null
+            else -> writeProblem(f)
+        }
+    }
+
+    /** Whether [f] can be opened for writing (a folder may let only some names be made: /proc): tried, and a file made for it removed. */
+    private fun writeProblem(f: File): String? {
+        val existed = f.exists()
+        return try {
+            java.io.FileOutputStream(f, true).close() // append: an existing file keeps its content until the run ends
+            null
+        } catch (e: java.io.IOException) {
+            "$f cannot be written (${e.message})"
+        } finally {
+            if (!existed) f.delete()
         }
     }
 

@@ -241,6 +241,8 @@ class ScenarioCommandSpec : FunSpec({
             // Checked before the run, as the folder is, not when the results are written after it.
             listOf("--json", dir.path) to "invalid value for --json: ${dir.path} is a folder",
             listOf("--json", "") to "invalid value for --json: the file name is empty",
+            // A writable folder that cannot make this name (as /proc makes none): found by trying, before the run.
+            listOf("--json", File(dir, "x".repeat(300) + ".json").path) to "cannot be written (",
             listOf("--histogram", File(dir, "missing/h.hgrm").path) to "invalid value for --histogram: the folder of",
             listOf("--histogram", "-") to "invalid value for --histogram: - (standard output) is --json's",
         )
