@@ -161,7 +161,14 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
 
     override fun setting(call: String, sizeGiven: Boolean, change: (ScenarioSettings) -> ScenarioSettings) {
         if (connectCalled) throw ScriptCallException("$call after connect(peer): settings come before connect(peer)")
-        settings = change(settings)
+        val changed = change(settings)
+        // A bad value is said at the call that gave it, with the script's line.
+        try {
+            Validation.checkValues(changed)
+        } catch (e: ScenarioException) {
+            throw ScriptCallException(e.message.orEmpty())
+        }
+        settings = changed
         if (sizeGiven) bufferSizeSet = true
     }
 

@@ -50,6 +50,14 @@ internal object Validation {
     private val MTUS = setOf(256, 512, 1024, 2048, 4096)
 
     fun checkSettings(s: ScenarioSettings) {
+        checkValues(s)
+        if (s.signalEvery !in 1..s.sendDepth) {
+            throw ScenarioException("signalEvery(${s.signalEvery}) must be 1..sendDepth (${s.sendDepth}): a group of unsignaled work requests has to fit the send queue")
+        }
+    }
+
+    /** The checks of one value each, which a script's setting call makes at once (the relation of two waits for connect). */
+    fun checkValues(s: ScenarioSettings) {
         fun fail(msg: String): Nothing = throw ScenarioException(msg)
         if (s.qps < 1) fail("qps(${s.qps}): a scenario needs at least 1 QP")
         if (s.port !in 1..255) fail("port(${s.port}): ports are numbered 1..255")
@@ -61,9 +69,7 @@ internal object Validation {
         if (s.inboxDepth < 0) fail("inboxDepth(${s.inboxDepth}) cannot be negative")
         s.mtu?.let { if (it !in MTUS) fail("mtu($it): the MTU must be 256, 512, 1024, 2048 or 4096") }
         if (s.inlineThreshold < 0) fail("inlineThreshold(${s.inlineThreshold}) cannot be negative")
-        if (s.signalEvery !in 1..s.sendDepth) {
-            fail("signalEvery(${s.signalEvery}) must be 1..sendDepth (${s.sendDepth}): a group of unsignaled work requests has to fit the send queue")
-        }
+        if (s.signalEvery < 1) fail("signalEvery(${s.signalEvery}) must be at least 1")
         if (s.rnrRetry !in 0..7) fail("rnrRetry(${s.rnrRetry}) must be 0..7 (7 retries forever)")
         if (s.retryCount !in 0..7) fail("retry(count = ${s.retryCount}) must be 0..7")
         if (s.retryTimeout !in 0..31) fail("retry(timeout = ${s.retryTimeout}) must be 0..31")

@@ -181,30 +181,30 @@ class PlanSpec : FunSpec({
         }
 
         test("a setting after connect names the call") {
-            // connect(peer) fails on the invalid QP count before any device is touched; the
-            // block goes on and sets something: connect already ran.
+            // connect(peer) fails on settings that do not fit together before any device is touched;
+            // the block goes on and sets something: connect already ran.
             val e = shouldThrow<ScenarioException> {
                 realRun {
-                    qps(0)
-                    runCatching { connect(peer) }.exceptionOrNull()!!.message shouldBe "qps(0): a scenario needs at least 1 QP"
+                    sendDepth(8); signalEvery(16)
+                    runCatching { connect(peer) }.exceptionOrNull()!!.message shouldStartWith "signalEvery(16) must be 1..sendDepth (8)"
                     bufferSize(8)
                 }
             }
             e.message shouldBe "bufferSize(8) after connect(peer): settings come before connect(peer)"
             shouldThrow<ScenarioException> {
-                realRun { qps(0); runCatching { connect(peer) }; remoteAccess(RemoteAccess.WRITE, RemoteAccess.READ) }
+                realRun { sendDepth(8); signalEvery(16); runCatching { connect(peer) }; remoteAccess(RemoteAccess.WRITE, RemoteAccess.READ) }
             }.message shouldBe "remoteAccess(WRITE, READ) after connect(peer): settings come before connect(peer)"
             shouldThrow<ScenarioException> {
-                realRun { qps(0); runCatching { connect(peer) }; device("rxe0") }
+                realRun { sendDepth(8); signalEvery(16); runCatching { connect(peer) }; device("rxe0") }
             }.message shouldBe "device(\"rxe0\") after connect(peer): settings come before connect(peer)"
         }
 
         test("connect twice") {
-            shouldThrow<ScenarioException> { realRun { qps(0); runCatching { connect(peer) }; connect(peer) } }.message shouldBe
+            shouldThrow<ScenarioException> { realRun { sendDepth(8); signalEvery(16); runCatching { connect(peer) }; connect(peer) } }.message shouldBe
                 "connect() is called twice: a scenario has one control connection"
         }
 
-        test("settings out of range fail at connect, in check-only and real runs alike, before onPlan") {
+        test("settings out of range fail at their call (two that do not fit together at connect), in check-only and real runs alike, before onPlan") {
             val cases = listOf(
                 setting("qps(0): a scenario needs at least 1 QP") { qps(0) },
                 setting("port(0): ports are numbered 1..255") { port(0) },
@@ -221,9 +221,7 @@ class PlanSpec : FunSpec({
                 setting("signalEvery(16) must be 1..sendDepth (8): a group of unsignaled work requests has to fit the send queue") {
                     sendDepth(8); signalEvery(16)
                 },
-                setting("signalEvery(0) must be 1..sendDepth (64): a group of unsignaled work requests has to fit the send queue") {
-                    signalEvery(0)
-                },
+                setting("signalEvery(0) must be at least 1") { signalEvery(0) },
                 setting("rnrRetry(8) must be 0..7 (7 retries forever)") { rnrRetry(8) },
                 setting("retry(count = 8) must be 0..7") { retry(8) },
                 setting("retry(timeout = 32) must be 0..31") { retry(7, 32) },

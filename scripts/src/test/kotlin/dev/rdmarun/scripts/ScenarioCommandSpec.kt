@@ -301,13 +301,14 @@ class ScenarioCommandSpec : FunSpec({
         run(inside.path, "--check").statusCode shouldBe 0
     }
 
-    test("an invalid scenario exits 1 with its sentence, before any device or socket is touched") {
+    test("an invalid setting exits 1 with its sentence at its line, before any device or socket is touched") {
         val invalid = script("invalid.main.kts", "import dev.rdmarun.dsl.*\n\nrdma {\n    qps(0)\n    connect(peer)\n}\n")
         for (role in listOf(listOf("--check"), listOf("--peer", "127.0.0.1:1"), listOf("--listen", "18602"))) {
             val result = run(invalid.path, *role.toTypedArray())
             withClue(role.joinToString(" "), result) {
                 result.statusCode shouldBe 1
-                errors(result) shouldBe "rdma-run invalid.main.kts: qps(0): a scenario needs at least 1 QP"
+                // Said at the call that gave the value, with its line (it was said at connect, with none).
+                errors(result) shouldBe "rdma-run: script failed at ${invalid.path}:4: qps(0): a scenario needs at least 1 QP"
             }
         }
     }
