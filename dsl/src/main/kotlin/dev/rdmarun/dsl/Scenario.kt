@@ -54,7 +54,11 @@ internal class Scenario(private val options: RdmaOptions, private val checkOnly:
                     try {
                         awaitCancellation()
                     } finally {
-                        if (!finished) session?.fail(ScenarioCancelled("the ${role().label} was ${options.monitor?.cancelReason ?: "cancelled"}"))
+                        // The peer hears it now: a script busy in its own code may never reach the catch below.
+                        if (!finished) session?.let { s ->
+                            val c = ScenarioCancelled("the ${role().label} was ${options.monitor?.cancelReason ?: "cancelled"}")
+                            if (s.fail(c)) s.tellPeer(c, options.script)
+                        }
                     }
                 }
                 try {

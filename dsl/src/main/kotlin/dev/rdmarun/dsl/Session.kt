@@ -211,8 +211,7 @@ internal class Session(
         if (status == dev.rdmarun.runtime.WcStatus.WR_FLUSH_ERR && failure != null) return
         val v = completions.failure(i)
         val qpn = completions.qpNum(i)
-        val hex = dev.rdmarun.runtime.QueuePair.qpnText(qpn)
-        val where = drivers.firstOrNull { it.engine.queuePair().qpNum() == qpn }?.let { "QP ${it.index} (qpn $hex)" } ?: "the QP with qpn $hex"
+        val where = dev.rdmarun.runtime.QueuePair.qpnText(qpn).let { hex -> drivers.firstOrNull { it.engine.queuePair().qpNum() == qpn }?.let { "QP ${it.index} (qpn $hex)" } ?: "the QP with qpn $hex" }
         fail(ScenarioException("an unsignaled work request on $where failed with ${status.name}", v, v.hint()))
     }
 
@@ -226,10 +225,10 @@ internal class Session(
     // ---- failures ----
     /**
      * Records the first failure and ends the run: every parked coroutine is resumed with it (on
-     * the dispatcher thread) and the scenario's coroutine is cancelled. Any thread.
+     * the dispatcher thread) and the scenario's coroutine is cancelled. Any thread. False: another was first.
      */
-    fun fail(cause: Throwable) {
-        if (!failureRef.compareAndSet(null, cause)) return
+    fun fail(cause: Throwable): Boolean {
+        if (!failureRef.compareAndSet(null, cause)) return false
         monitor?.failed(cause)
         runJob?.cancel(CancellationException(cause.message, cause))
         try {
@@ -237,6 +236,7 @@ internal class Session(
         } catch (_: RejectedExecutionException) {
             // the dispatcher is gone: nothing is parked on it any more
         }
+        return true
     }
 
     // ---- deadlines and progress ----

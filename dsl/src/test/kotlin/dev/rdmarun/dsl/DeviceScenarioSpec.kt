@@ -133,6 +133,35 @@ class DeviceScenarioSpec : FunSpec({
             }
         }
 
+        test("a client cancelled while its script is busy in its own code is said so to the server at once, not as a crash ($device)") {
+            val port = freePort()
+            val monitor = ScenarioMonitor()
+            val release = java.util.concurrent.CountDownLatch(1)
+            fun options(peer: Peer, monitor: ScenarioMonitor?) =
+                RdmaOptions(parameters = mapOf("warmup" to "0", "preflight" to "0"), overrides = SettingsOverrides(device = device), peer = peer, monitor = monitor)
+            coroutineScope {
+                val server = async(Dispatchers.IO) { runCatching { rdmaScope(options(Peer.listen(port), null)) { timeout(30.seconds); connect(peer); barrier() } } }
+                val client = async(Dispatchers.IO) {
+                    runCatching {
+                        rdmaScope(options(Peer.connect("127.0.0.1", port), monitor)) {
+                            timeout(30.seconds)
+                            connect(peer)
+                            monitor.cancel("interrupted")
+                            release.await() // a loop that never suspends: the cancellation cannot reach it
+                        }
+                    }
+                }
+                try {
+                    // It read "closed the control connection in the middle of the scenario (it crashed or was killed)"
+                    // once the launcher gave up on the busy side and exited.
+                    server.await().exceptionOrNull()!!.message shouldBe "the client failed: the client was interrupted"
+                } finally {
+                    release.countDown()
+                }
+                client.await().exceptionOrNull().shouldBeInstanceOf<CancellationException>()
+            }
+        }
+
         test("every operation kind moves the right bytes, with signalEvery, inline data and per-QP CQs ($device)") {
             val seen = mutableListOf<String>() // both peers' dispatcher threads add: guarded below
             fun note(s: String) = synchronized(seen) { seen.add(s) }
