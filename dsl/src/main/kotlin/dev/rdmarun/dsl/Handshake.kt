@@ -116,7 +116,8 @@ internal object Handshake {
 
     /**
      * The first difference between two plans' lines ([ScenarioPlan.canonicalLines]) in the words
-     * of this side: "--set count is 100 here and 99 on the client". Null when they are the same.
+     * of this side: "--set count is 100 here and 99 on the client" ("-q (--set qps) is 2 here..."
+     * for a parameter a launcher flag gives). Null when they are the same.
      */
     fun planDifference(local: List<String>, remote: List<String>, peerRole: Role): String? {
         fun entries(lines: List<String>) = lines.drop(1).associate { line ->
@@ -135,7 +136,9 @@ internal object Handshake {
             val name = when {
                 key == "setting $RUN_SETTING" ->
                     return "the launchers' runs differ (job ${l ?: "none"} here, ${r ?: "none"} $on): is another run using the rendezvous port?"
-                key.startsWith("parameter ") -> "--set " + key.removePrefix("parameter ")
+                key.startsWith("parameter ") -> key.removePrefix("parameter ").let { p ->
+                    StandardParameters.FLAGS[p]?.let { "${it.substringBefore('/')} (--set $p)" } ?: "--set $p"
+                }
                 key.startsWith("setting ") -> "the setting " + key.removePrefix("setting ")
                 key.startsWith("script ") -> return "the scripts differ (SHA-256 ${l?.take(12) ?: "none"} here, ${r?.take(12) ?: "none"} $on)"
                 else -> key

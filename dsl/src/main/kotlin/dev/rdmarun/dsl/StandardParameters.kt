@@ -48,10 +48,32 @@ public object StandardParameters {
     /** One work request in this many is signaled (`-Q`, perftest's cq_mod; the samples' `signal`). */
     public const val SIGNAL: String = "signal"
 
+    /** The launcher's perftest flag of each standard parameter it has one for (short/long): sentences name what the user typed. */
+    public val FLAGS: Map<String, String> = mapOf(
+        SIZE to "-s/--size",
+        ITERATIONS to "-n/--iters",
+        QPS to "-q/--qp",
+        DEPTH to "-t/--tx-depth",
+        SECONDS to "-D/--duration",
+        INLINE to "-I/--inline-size",
+        MTU to "-m/--mtu",
+        SIGNAL to "-Q/--cq-mod",
+    )
+
     /** The names the DSL reads at `connect(peer)` in every scenario. */
     public val READ_AT_CONNECT: List<String> = listOf(QPS, DEPTH, INLINE, MTU, SIGNAL)
 
     private val SIZE_TEXT = Regex("(\\d+)\\s*([kmg]i?b?|b)?", RegexOption.IGNORE_CASE)
+
+    /**
+     * Why [text] is no message size for `-s` (1 byte to 2G - 1), in words after the quoted text:
+     * not a size at all, or one out of range; null when it is one.
+     */
+    public fun sizeProblem(text: String): String? = when {
+        SIZE_TEXT.matchEntire(text.trim()) == null -> "is not a size like 4096, 4K or 1M"
+        parseSize(text).let { it == null || it < 1 } -> "is outside 1 byte to ${Int.MAX_VALUE} bytes (2G - 1), the sizes a message can have"
+        else -> null
+    }
 
     /**
      * `4096`, `4K`, `4KiB`, `1M`, `1g` (powers of 1024) as bytes; null when [text] is not such a

@@ -156,6 +156,13 @@ class HandshakeSpec : FunSpec({
             val theirs = hello(Role.CLIENT, plan = client.canonicalLines(), fingerprint = client.fingerprint)
             Handshake.mismatch(mine, theirs)!! shouldContain ": remote has 'setting inboxDepth=1024', this side 'setting inboxDepth=16'"
         }
+        test("a parameter a launcher flag gives is named by the flag too: the user may have typed -q, not --set qps") {
+            val mine = listOf("rdma-run plan 1", "parameter qps=2", "setting qps=2")
+            val theirs = listOf("rdma-run plan 1", "parameter qps=4", "setting qps=4")
+            Handshake.planDifference(mine, theirs, Role.CLIENT) shouldBe "-q (--set qps) is 2 here and 4 on the client"
+            Handshake.planDifference(listOf("f", "parameter count=1"), listOf("f", "parameter count=2"), Role.SERVER) shouldBe
+                "--set count is 1 here and 2 on the server"
+        }
         test("a hello listing fewer QP endpoints than its QP count") {
             val remote = hello(Role.CLIENT).let { it.copy(qps = it.qps.take(3)) }
             Handshake.mismatch(hello(Role.SERVER), remote) shouldBe

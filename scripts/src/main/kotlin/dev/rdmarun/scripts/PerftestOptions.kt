@@ -16,7 +16,7 @@ import dev.rdmarun.runtime.Mtu
 
 /** A message size in bytes as every command's `-s` takes it: 4096, 4K, 64KiB, 1M ([StandardParameters.parseSize]). */
 internal fun RawOption.messageSize(): NullableOption<Int, Int> =
-    convert { text -> StandardParameters.parseSize(text)?.takeIf { it > 0 } ?: fail("'$text' is not a size like 4096, 4K or 1M") }
+    convert { text -> StandardParameters.sizeProblem(text)?.let { fail("'$text' $it") } ?: StandardParameters.parseSize(text)!! }
 
 /**
  * perftest's flags on a scenario run, under perftest's names, so a perftest command line means
@@ -87,18 +87,6 @@ class PerftestOptions : OptionGroup(
     }
 
     companion object {
-        /** The flag that sets a standard parameter, for messages (`-s/--size`). */
-        val FLAGS = mapOf(
-            StandardParameters.SIZE to "-s/--size",
-            StandardParameters.ITERATIONS to "-n/--iters",
-            StandardParameters.QPS to "-q/--qp",
-            StandardParameters.DEPTH to "-t/--tx-depth",
-            StandardParameters.SECONDS to "-D/--duration",
-            StandardParameters.INLINE to "-I/--inline-size",
-            StandardParameters.MTU to "-m/--mtu",
-            StandardParameters.SIGNAL to "-Q/--cq-mod",
-        )
-
         /** Why `-l` is refused. */
         const val POST_LIST_REFUSAL = "rdma-run posts every work request with its own ibv_post_send (the DSL has no lists of them), " +
             "so there is no list length to set: leave -l out"

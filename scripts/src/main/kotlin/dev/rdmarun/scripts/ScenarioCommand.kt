@@ -283,7 +283,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         val sets = parameters.toMap()
         val flagged = perftest.parameters()
         flagged.keys.firstOrNull { it in sets }?.let {
-            throw UsageError("${PerftestOptions.FLAGS[it]} and --set $it both give the parameter $it: give it once")
+            throw UsageError("${StandardParameters.FLAGS[it]} and --set $it both give the parameter $it: give it once")
         }
         val given = sets + flagged
         val fixed = declared.sizeFixedBy
@@ -293,7 +293,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
         }
         val names = given.keys + if (perftest.all) listOf(StandardParameters.SIZE) else emptyList()
         declared.unknown(names, script.name) { name ->
-            if (name in flagged || (perftest.all && name == StandardParameters.SIZE)) PerftestOptions.FLAGS.getValue(name) else "--set $name"
+            if (name in flagged || (perftest.all && name == StandardParameters.SIZE)) StandardParameters.FLAGS.getValue(name) else "--set $name"
         }?.let { throw UsageError(it) }
         return given
     }
@@ -301,7 +301,7 @@ class ScenarioCommand(private val scriptCache: File?) : RdmaCommand(NAME) {
     /** `--params`: what the script reads, with defaults, docs and the flags that set them. */
     private fun listParameters(declared: ScriptParameters) {
         val rows = declared.read.values.map { p ->
-            listOf(p.name, p.default.ifEmpty { "-" }, PerftestOptions.FLAGS[p.name]?.substringBefore('/') ?: "", p.doc)
+            listOf(p.name, p.default.ifEmpty { "-" }, StandardParameters.FLAGS[p.name]?.substringBefore('/') ?: "", p.doc)
         }
         val widths = (0..2).map { c -> (rows.map { it[c].length } + listOf("NAME", "DEFAULT", "FLAG")[c].length).max() }
         fun line(cells: List<String>) = cells.take(3).mapIndexed { c, t -> t.padEnd(widths[c]) }.joinToString("  ") + "  " + cells[3]

@@ -103,6 +103,12 @@ class PingpongCommandSpec : FunSpec({
         val bad = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-s", "4X", "127.0.0.1"))
         bad.statusCode shouldBe 1
         bad.stderr shouldContain "'4X' is not a size like 4096, 4K or 1M"
+        // A size out of range is one, and the sentence gives the range.
+        for (size in listOf("5G", "0")) {
+            val out = rdmaRun().test(listOf("pingpong", "-d", "soft0", "-s", size, "127.0.0.1"))
+            out.statusCode shouldBe 1
+            out.stderr shouldContain "'$size' is outside 1 byte to 2147483647 bytes (2G - 1)"
+        }
     }
 
     test("-r and -s beyond the device's limits are one sentence naming the flag, before anything is made or waited for") {
