@@ -359,8 +359,15 @@ public data class ScenarioResult(
         val first = warmup.first()
         val lost = warmup.drop(1).filter { it.leftOutMeasured }
         val rest = warmup.size - 1 - lost.size
+        // The rounds of the loops not shown: a QP that warmed up for twice as long as the first must not hide behind it.
+        val others = warmup.drop(1).filter { !it.leftOutMeasured }.map { it.rounds }
+        val rounds = when {
+            others.isEmpty() -> ""
+            others.min() == others.max() -> ", ${others.min()} rounds each"
+            else -> ", ${others.min()} to ${others.max()} rounds"
+        }
         return listOf(first.describe()) + lost.map { it.describe() } +
-            listOfNotNull(if (rest > 0) "... and $rest more loops (the JSON has each)" else null)
+            listOfNotNull(if (rest > 0) "... and $rest more loops$rounds (the JSON has each)" else null)
     }
 }
 

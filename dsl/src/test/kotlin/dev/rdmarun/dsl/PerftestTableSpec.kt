@@ -165,6 +165,15 @@ class PerftestTableSpec : FunSpec({
         lines.last() shouldBe " 1000 messages arrived that no receive() took"
     }
 
+    test("the warm-up lines of several QPs' loops give the rounds of those they do not show") {
+        fun loop(qp: Int, rounds: Int) = WarmupSummary(qp, WarmupSummary.MODE_AUTO, rounds, 1000, 1_000_000_000, quiet = true)
+        // A stranger's -q 4 run: QP 0 557 rounds, the others 1115 each, which "... and 3 more loops" hid.
+        stream.copy(warmup = listOf(loop(0, 557), loop(1, 1115), loop(2, 1115), loop(3, 1115))).warmupLines().last() shouldBe
+            "... and 3 more loops, 1115 rounds each (the JSON has each)"
+        stream.copy(warmup = listOf(loop(0, 557), loop(1, 900), loop(2, 1115))).warmupLines().last() shouldBe
+            "... and 2 more loops, 900 to 1115 rounds (the JSON has each)"
+    }
+
     test("one unit system per run: MB/sec everywhere, or with --report_gbits Gb/sec everywhere") {
         for (r in listOf(stream, pingpong)) {
             val mb = r.table()
