@@ -69,7 +69,6 @@ public data class WarmupSummary(
         /** No `repeat { }` or `runFor` on a side that moved data: a hand-written loop, measured cold. */
         public const val MODE_NO_LOOP: String = "noLoop"
 
-
         /** The warm-up ends after this long even if the JIT still compiles (under emulation one C2 compilation takes seconds). */
         public const val LIMIT_NANOS: Long = 30_000_000_000L
 

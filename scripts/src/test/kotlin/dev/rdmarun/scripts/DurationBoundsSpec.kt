@@ -69,7 +69,7 @@ class DurationBoundsSpec : FunSpec({
         }
     }
 
-    test("a script's timeout(...) beyond 7 days fails the scenario with one sentence, exit 1") {
+    test("a script's timeout(...) beyond 7 days fails the scenario with one sentence at its line, exit 1") {
         val long = script("long.main.kts", """
             import dev.rdmarun.dsl.*
             import kotlin.time.Duration.Companion.days
@@ -83,7 +83,7 @@ class DurationBoundsSpec : FunSpec({
         val result = run(long.path, "--check")
         result.statusCode shouldBe 1
         result.stderr.lines().filterNot { it.startsWith("rdma-run: compiling ") }.joinToString("\n").trim() shouldBe
-            "rdma-run long.main.kts: timeout(1000000d) is longer than 7d, the longest timeout rdma-run accepts"
+            "rdma-run: script failed at ${long.path}:5: timeout(1000000d) is longer than 7d, the longest timeout rdma-run accepts"
         result.output shouldNotContain "Exception"
     }
 })
