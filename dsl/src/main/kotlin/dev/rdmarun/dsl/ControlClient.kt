@@ -23,7 +23,7 @@ internal object ControlClient {
      * the handshake then has [timeout] from the connection, as a server may have started late.
      */
     fun connect(peer: Peer.Connect, timeout: Duration, deadline: Long = deadlineAfter(timeout), keepTrying: () -> Boolean = { true }): ControlConnection {
-        var last: IOException
+        var last: IOException? = null
         var timedOut = true
         while (true) {
             if (!keepTrying()) throw CancellationException("connecting to ${peer.host}:${peer.port} was cancelled")
@@ -39,7 +39,9 @@ internal object ControlClient {
                 throw ScenarioException("unknown host '${peer.host}'", e)
             } catch (e: IOException) {
                 socket.close()
-                last = e
+                // The last attempt may have had a millisecond of the deadline left and timed out
+                // before the refusal came back: it says less than the earlier refusals, keep those.
+                if (e !is SocketTimeoutException || last !is ConnectException) last = e
                 if (e !is ConnectException && e !is NoRouteToHostException && e !is SocketTimeoutException) {
                     timedOut = false
                     break
@@ -50,7 +52,7 @@ internal object ControlClient {
         }
         // Refused until the deadline: no server listened, or it had stopped waiting (its own timeout).
         val hint = if (last is ConnectException) " (is a server listening on port ${peer.port}, and still waiting for its client?)" else ""
-        val sentence = "cannot connect to ${peer.host}:${peer.port} within $timeout: ${last.message ?: "no answer"}$hint"
+        val sentence = "cannot connect to ${peer.host}:${peer.port} within $timeout: ${last?.message ?: "no answer"}$hint"
         throw if (timedOut) RdmaTimeoutException(sentence, last) else PeerException(sentence, last)
     }
 

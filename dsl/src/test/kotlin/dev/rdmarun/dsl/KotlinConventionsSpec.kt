@@ -155,12 +155,14 @@ class KotlinConventionsSpec : FunSpec({
         val port = freePort()
         val e = shouldThrow<RdmaTimeoutException> {
             rdmaScope(options(Peer.connect("127.0.0.1", port))) {
-                timeout(1.seconds)
+                // Long enough for the setup before it and a first attempt's refusal on a loaded host;
+                // a last attempt the deadline cuts short no longer hides the refusals before it.
+                timeout(3.seconds)
                 connect(peer)
             }
         }
         // The hint names no launcher flag: a DSL user has none, and a --loopback server had listened.
-        e.message shouldBe "cannot connect to 127.0.0.1:$port within 1s: Connection refused " +
+        e.message shouldBe "cannot connect to 127.0.0.1:$port within 3s: Connection refused " +
             "(is a server listening on port $port, and still waiting for its client?)"
     }
 
