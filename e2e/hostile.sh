@@ -363,18 +363,19 @@ case_peer_text_escaped() {
   return $ok
 }
 
-# A message longer than soft0's max_msg_sz (16 MiB) fails at post with one sentence, at both
-# sizes the attack used: pingpong posts its receives first, so each side stops there, at once,
+# A message longer than soft0's max_msg_sz (16 MiB) fails before anything is made, with one sentence, at both
+# sizes the attack used: pingpong checks -s against the port's max_msg_sz first, so each side stops there, at once,
 # before any peer is involved.
 case_soft0_message_too_long() {
   local ok=0 size
   for size in 16777217 2147483647; do
     run "side$size" "$RDMA_RUN" pingpong -d soft0 -p 18808 -s "$size" -n 5 --peer-timeout 20
     expect_rc "side$size" 1 || ok=1
-    expect_log "side$size" "longer than the port's max_msg_sz (16777216 bytes)" || ok=1
+    # Said with the flag, before any verbs object is made (it was ibv_post_recv's errno sentence).
+    expect_log "side$size" "-s $size (--size) is more than max_msg_sz 16777216 of soft0 port 1" || ok=1
     expect_no_log "side$size" "OutOfMemoryError" || ok=1
   done
-  note "$(grep -m1 -o 'ibv_post_recv.*' "$case_dir/side2147483647.log" | cut -c1-160)"
+  note "$(grep -m1 -o 'rdma-run pingpong: -s .*' "$case_dir/side2147483647.log" | cut -c1-160)"
   return $ok
 }
 
