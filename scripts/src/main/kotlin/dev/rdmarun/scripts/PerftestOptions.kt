@@ -16,7 +16,7 @@ import dev.rdmarun.runtime.Mtu
 
 /** A message size in bytes as every command's `-s` takes it: 4096, 4K, 64KiB, 1M ([StandardParameters.parseSize]). */
 internal fun RawOption.messageSize(): NullableOption<Int, Int> =
-    convert { text -> StandardParameters.sizeProblem(text)?.let { fail("'$text' $it") } ?: StandardParameters.parseSize(text)!! }
+    convert { text -> StandardParameters.parseSize(text)?.takeIf { it > 0 } ?: fail("'$text' ${StandardParameters.sizeProblem(text)}") }
 
 /**
  * perftest's flags on a scenario run, under perftest's names, so a perftest command line means
